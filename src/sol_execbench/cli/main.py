@@ -1,0 +1,47 @@
+"""The ``sol-execbench`` entry point.
+
+``sol-execbench <problem_dir> ...`` evaluates; ``sol-execbench <subcommand> ...`` runs a
+subcommand. A subcommand name wins over a directory of the same name (write ``./env`` to reach
+the directory).
+"""
+
+from __future__ import annotations
+
+import click
+
+from sol_execbench import __version__
+
+EVALUATE_COMMAND = "evaluate"
+
+
+class DefaultToEvaluate(click.Group):
+    """A group whose first argument, when not a subcommand name, goes to ``evaluate``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in ("--help", "-h", "--version"):
+            return super().parse_args(ctx, args)
+        if not args or args[0] not in self.commands:
+            args = [EVALUATE_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToEvaluate, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sol-execbench")
+def cli() -> None:
+    """Evaluate GPU kernel solutions: correctness, device time, speed of light.
+
+    \b
+    sol-execbench PROBLEM_DIR --solution solution.json [-o traces.jsonl] [--json]
+    sol-execbench --definition d.json --workload w.jsonl --solution s.json
+    sol-execbench SUBCOMMAND ...
+    """
+
+
+def _register() -> None:
+    # Each command module adds itself to ``cli``; imported here so the entry point sees them all.
+    from sol_execbench.cli import evaluate_cmd  # noqa: F401
+
+
+def main() -> None:
+    _register()
+    cli(prog_name="sol-execbench")

@@ -1,0 +1,10 @@
+"""Vendor and device facts: the one place that asks "AMD, NVIDIA or CPU?".
+
+Everything above calls ``current()`` and reads the frozen ``DeviceInfo`` it returns.
+``vendor_hint()`` answers without importing torch (used by the parent process).
+"""
+
+from .device import DeviceInfo, current, parse_device_spec, vendor_hint
+from .host import host_memory_bytes
+
+__all__ = ["DeviceInfo", "current", "host_memory_bytes", "parse_device_spec", "vendor_hint"]

@@ -1,0 +1,105 @@
+"""The device an evaluation runs on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .host import cpu_l2_bytes, cpu_model
+
+# Architectures whose arch-specific feature set ("a" suffix) kernels target: wgmma on sm_90a, tcgen05 on sm_100a.
+_ARCH_SPECIFIC = {(9, 0), (10, 0), (10, 3), (12, 0)}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    vendor: str  # "cuda", "rocm" or "cpu"
+    torch_device: str  # "cuda:0" (also on ROCm, as torch names it) or "cpu"
+    index: int | None
+    name: str
+    arch: str | None  # sm_90a, gfx942, x86_64
+    compute_units: int | None  # SMs on NVIDIA, CUs on AMD, cores on CPU
+    l2_bytes: int | None
+    memory_bytes: int | None
+    runtime_version: str | None  # CUDA or HIP version torch was built with
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.vendor in ("cuda", "rocm")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_device_spec(spec: str | None) -> tuple[str, int | None]:
+    """``None``/"auto" -> first GPU or CPU; "cpu"; "3" or "cuda:3" or "hip:3" -> GPU 3."""
+    if spec is None or spec in ("", "auto"):
+        return "auto", None
+    spec = spec.strip().lower()
+    if spec == "cpu":
+        return "cpu", None
+    for prefix in ("cuda:", "hip:", "rocm:", "gpu:"):
+        if spec.startswith(prefix):
+            spec = spec[len(prefix) :]
+    if spec in ("cuda", "hip", "rocm", "gpu"):
+        return "gpu", 0
+    if not spec.isdigit():
+        raise ValueError(f"device '{spec}' is not 'cpu', 'auto', an index or 'cuda:N'")
+    return "gpu", int(spec)
+
+
+def vendor_hint() -> str:
+    """Best guess of the GPU vendor without importing torch (for the parent process)."""
+    if os.path.exists("/dev/kfd") or shutil.which("rocminfo"):
+        return "rocm"
+    if os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi"):
+        return "cuda"
+    return "cpu"
+
+
+def _gpu_arch(props: Any, is_rocm: bool) -> str:
+    if is_rocm:
+        return str(getattr(props, "gcnArchName", "") or "").split(":")[0] or "gfx-unknown"
+    cc = (props.major, props.minor)
+    return f"sm_{props.major}{props.minor}{'a' if cc in _ARCH_SPECIFIC else ''}"
+
+
+def current(spec: str | None = None) -> DeviceInfo:
+    """Describe the device ``spec`` selects (imports torch). Raises ValueError for a bad spec."""
+    import torch
+
+    kind, index = parse_device_spec(spec)
+    has_gpu = torch.cuda.is_available()
+    if kind == "gpu" and not has_gpu:
+        raise ValueError(f"device '{spec}' asked for, but torch sees no GPU")
+    if kind == "cpu" or (kind == "auto" and not has_gpu):
+        return DeviceInfo(
+            vendor="cpu",
+            torch_device="cpu",
+            index=None,
+            name=cpu_model(),
+            arch=os.uname().machine,
+            compute_units=os.cpu_count(),
+            l2_bytes=cpu_l2_bytes(),
+            memory_bytes=None,
+            runtime_version=None,
+        )
+    index = index or 0
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(f"device index {index} asked for, but only {count} GPU(s) are visible")
+    props = torch.cuda.get_device_properties(index)
+    is_rocm = bool(getattr(torch.version, "hip", None))
+    return DeviceInfo(
+        vendor="rocm" if is_rocm else "cuda",
+        torch_device=f"cuda:{index}",
+        index=index,
+        name=props.name,
+        arch=_gpu_arch(props, is_rocm),
+        compute_units=props.multi_processor_count,
+        l2_bytes=getattr(props, "L2_cache_size", None),
+        memory_bytes=props.total_memory,
+        runtime_version=(torch.version.hip if is_rocm else torch.version.cuda),
+    )

@@ -1,0 +1,45 @@
+"""Host facts that need no torch."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of the host (cgroup limit when lower), or None if unreadable."""
+    total: int | None = None
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = open(path).read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and (total is None or int(raw) < total):
+            total = int(raw)
+    return total
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def cpu_l2_bytes() -> int | None:
+    try:
+        raw = open("/sys/devices/system/cpu/cpu0/cache/index2/size").read().strip()
+    except OSError:
+        return None
+    units = {"K": 1024, "M": 1024**2}
+    if raw and raw[-1] in units and raw[:-1].isdigit():
+        return int(raw[:-1]) * units[raw[-1]]
+    return int(raw) if raw.isdigit() else None

@@ -1,0 +1,30 @@
+"""Pure-data formats (pydantic, no torch import): definitions, workloads, solutions, traces, config."""
+
+from .base import UnknownKey, unknown_keys
+from .config import BenchmarkConfig
+from .definition import AxisConst, AxisExpr, AxisVar, Definition, TensorSpec
+from .dtypes import DTYPES, DType, torch_dtype
+from .loading import FormatError, Loaded, load_config, load_definition, load_solution, load_workloads, merge_configs
+from .solution import NATIVE_LANGUAGES, PYTHON_LANGUAGES, BuildSpec, CompileOptions, Language, Solution, SourceFile
+from .trace import (
+    STATUS_MEANING,
+    BuildRecord,
+    Correctness,
+    DeviceRecord,
+    Environment,
+    Evaluation,
+    EvaluationStatus,
+    Performance,
+    TimingStats,
+    Trace,
+)
+from .workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, ToleranceSpec, Workload
+
+__all__ = [
+    "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "CompileOptions",
+    "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation",
+    "EvaluationStatus", "FormatError", "Language", "Loaded", "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
+    "Performance", "RandomInput", "STATUS_MEANING", "SafetensorsInput", "ScalarInput", "Solution", "SourceFile",
+    "TensorSpec", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
+    "load_definition", "load_solution", "load_workloads", "merge_configs", "torch_dtype", "unknown_keys",
+]

@@ -1,0 +1,142 @@
+"""Trace: the outcome of one solution on one workload (upstream's JSONL shape).
+
+Upstream fields keep their names and meaning; facts upstream lacks are new optional fields
+(``Performance.solution_timing``, ``Evaluation.device``, ``Evaluation.build`` ...), which
+upstream readers ignore.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Optional
+
+from pydantic import Field, model_validator
+
+from .base import NonEmptyString, SchemaModel
+from .workload import Workload
+
+
+class EvaluationStatus(str, Enum):
+    PASSED = "PASSED"
+    INCORRECT_SHAPE = "INCORRECT_SHAPE"
+    INCORRECT_DTYPE = "INCORRECT_DTYPE"
+    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    TIMEOUT = "TIMEOUT"
+    REWARD_HACK = "REWARD_HACK"
+    INVALID_REFERENCE = "INVALID_REFERENCE"
+
+
+STATUS_MEANING: dict[EvaluationStatus, str] = {
+    EvaluationStatus.PASSED: "correct on every round; timed",
+    EvaluationStatus.INCORRECT_SHAPE: "an output has the wrong shape",
+    EvaluationStatus.INCORRECT_DTYPE: "an output has the wrong element type",
+    EvaluationStatus.INCORRECT_NUMERICAL: "outputs differ from the reference beyond the tolerance",
+    EvaluationStatus.RUNTIME_ERROR: "the solution raised, crashed, ran out of memory, or could not be run",
+    EvaluationStatus.COMPILE_ERROR: "the solution could not be built or imported",
+    EvaluationStatus.TIMEOUT: "the evaluation did not finish in time",
+    EvaluationStatus.REWARD_HACK: "the solution tampered with the measurement",
+    EvaluationStatus.INVALID_REFERENCE: "the definition's reference failed",
+}
+
+
+class Correctness(SchemaModel):
+    max_relative_error: float = Field(default=0.0, ge=0.0)
+    max_absolute_error: float = Field(default=0.0, ge=0.0)
+    has_nan: bool = False
+    has_inf: bool = False
+    extra: Optional[dict[str, Any]] = None
+    """matched_ratio, rounds, worst output and index."""
+
+
+class TimingStats(SchemaModel):
+    """Statistics of the timed calls, in milliseconds."""
+
+    method: str
+    """How the time was taken, e.g. ``events`` (device events around each call) or ``cpu``."""
+    count: int
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    iqr_ms: float
+    min_ms: float
+    max_ms: float
+    note: Optional[str] = None
+    """Why this method ran (fallbacks are stated here)."""
+
+
+class Performance(SchemaModel):
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    """Median time of the solution's timed calls."""
+    reference_latency_ms: float = Field(default=0.0, ge=0.0)
+    speedup_factor: float = Field(default=0.0, ge=0.0)
+    """reference_latency_ms / latency_ms (0 when the reference was not timed)."""
+    solution_timing: Optional[TimingStats] = None
+    reference_timing: Optional[TimingStats] = None
+    peak_memory_bytes: Optional[int] = None
+    """Peak device memory allocated while the solution was timed (null on CPU)."""
+    reference_peak_memory_bytes: Optional[int] = None
+
+
+class Environment(SchemaModel):
+    hardware: NonEmptyString
+    libs: dict[str, str] = Field(default_factory=dict)
+
+
+class DeviceRecord(SchemaModel):
+    """Which device ran the evaluation."""
+
+    vendor: str
+    """cuda, rocm or cpu."""
+    index: Optional[int] = None
+    name: str
+    arch: Optional[str] = None
+
+
+class BuildRecord(SchemaModel):
+    language: str
+    build_time_s: Optional[float] = None
+    """Compile (native) or import (Python) time."""
+    jit_time_s: Optional[float] = None
+    """Wall time of the first call, which includes Triton/DSL JIT compilation."""
+    cached: Optional[bool] = None
+
+
+class Evaluation(SchemaModel):
+    status: EvaluationStatus
+    environment: Environment
+    timestamp: NonEmptyString
+    log: str = ""
+    correctness: Optional[Correctness] = None
+    performance: Optional[Performance] = None
+    device: Optional[DeviceRecord] = None
+    build: Optional[BuildRecord] = None
+    env_hash: Optional[str] = None
+    """Short hash of the environment snapshot's non-volatile content."""
+    warnings: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _fields_match_status(self) -> "Evaluation":
+        # Upstream's rule: correctness for PASSED and INCORRECT_NUMERICAL, performance for PASSED only.
+        wants_correctness = self.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL)
+        wants_performance = self.status is EvaluationStatus.PASSED
+        if wants_correctness != (self.correctness is not None):
+            raise ValueError(f"correctness must {'' if wants_correctness else 'not '}be present for {self.status.value}")
+        if wants_performance != (self.performance is not None):
+            raise ValueError(f"performance must {'' if wants_performance else 'not '}be present for {self.status.value}")
+        return self
+
+
+class Trace(SchemaModel):
+    definition: NonEmptyString
+    workload: Workload
+    solution: Optional[str] = None
+    evaluation: Optional[Evaluation] = None
+
+    @property
+    def status(self) -> Optional[EvaluationStatus]:
+        return self.evaluation.status if self.evaluation else None
+
+    def to_json_line(self) -> str:
+        return self.model_dump_json(exclude_none=False)
