@@ -1,0 +1,104 @@
+"""``sol-execbench [PROBLEM_DIR] --solution ...``: evaluate a solution and report one trace per workload."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from sol_execbench.cli.main import EVALUATE_COMMAND, cli
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    match = _SIZE.match(text)
+    if not match:
+        raise click.BadParameter(f"'{text}' is not a size like 8G, 512M or 1073741824")
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[match.group(2).upper()]
+    return int(float(match.group(1)) * scale)
+
+
+
+@cli.command(EVALUATE_COMMAND)
+@click.argument("problem_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--definition", type=click.Path(path_type=Path), help="definition.json (instead of a problem directory).")
+@click.option("--workload", type=click.Path(path_type=Path), help="workload.jsonl (instead of a problem directory).")
+@click.option("--solution", type=click.Path(path_type=Path), help="Solution JSON [default: PROBLEM_DIR/solution.json].")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Benchmark config JSON (overrides config.json beside the definition, field by field).")
+@click.option("--compile-timeout", default=120.0, show_default=True, type=float, help="Seconds allowed for building a native solution.")
+@click.option("--timeout", default=600.0, show_default=True, type=float, help="Seconds allowed for the whole evaluation child.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write traces (JSONL) here, each as soon as it is known.")
+@click.option("--json", "as_json", is_flag=True, help="Print traces as JSON lines on stdout instead of a table.")
+@click.option("--lock-clocks", is_flag=True, help="Require locked GPU clocks (sets lock_clocks).")
+@click.option("--keep-staging", is_flag=True, help="Keep the temporary staging directory.")
+@click.option("--only", multiple=True, metavar="UUID", help="Evaluate only this workload (repeatable).")
+@click.option("--device", default=None, help="cpu, N or cuda:N [default: the first visible GPU, else cpu].")
+@click.option("--dump-failures", type=click.Path(path_type=Path), help="For each failing workload write inputs, outputs and the seed here.")
+@click.option("--memory-limit", default=None, help="Host memory limit of the evaluation child, e.g. 16G [default: 80% of the machine].")
+@click.option("--no-build-cache", is_flag=True, help="Build native solutions from scratch, ignoring the build cache.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the child's output and staging details.")
+def evaluate_command(problem_dir, definition, workload, solution, config_path, compile_timeout, timeout, output,
+                     as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache,
+                     verbose) -> None:
+    """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
+    from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
+    from sol_execbench.schema import FormatError
+
+    err = Console(stderr=True)
+    try:
+        paths = resolve_paths(problem_dir, definition, workload, solution)
+        problem = load_problem(*paths, config_path=config_path, only=list(only))
+    except UsageProblem as exc:
+        raise click.UsageError(str(exc)) from None
+    except FormatError as exc:
+        err.print(f"[red]error:[/red] {exc.path}: {exc.message}", highlight=False)
+        sys.exit(2)
+    if lock_clocks:
+        problem.config.lock_clocks = True
+    for message in problem.warnings:
+        err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    sink = _open_output(output)
+
+    def on_trace(trace) -> None:
+        if sink is not None:
+            sink.write(trace.model_dump_json() + "\n")
+            sink.flush()
+        if as_json:
+            click.echo(trace.model_dump_json())
+
+    options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
+                          keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
+                          use_build_cache=not no_build_cache, warnings=list(problem.warnings), on_trace=on_trace,
+                          on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
+    if memory_limit:
+        options.memory_limit_bytes = parse_size(memory_limit)
+    try:
+        traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
+    finally:
+        if sink is not None:
+            sink.close()
+    for message in options.warnings[len(problem.warnings):]:
+        err.print(f"[yellow]note:[/yellow] {message}", highlight=False)
+    if not as_json:
+        from sol_execbench.cli.render import print_traces
+
+        out = Console() if sys.stdout.isatty() else Console(width=160)
+        print_traces(traces, f"{problem.definition.name} / {problem.solution.name}", out)
+    if output:
+        err.print(f"traces written to {output}", highlight=False)
+    sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
+
+
+def _open_output(output: Path | None):
+    if output is None:
+        return None
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        return open(output, "w", encoding="utf-8")
+    except OSError as exc:
+        raise click.UsageError(f"cannot write --output {output}: {exc}") from None

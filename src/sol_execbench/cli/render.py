@@ -1,0 +1,57 @@
+"""Rendering traces for people: a rich table and a one-line summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+
+from sol_execbench.schema import EvaluationStatus, Trace
+
+_STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow",
+                 EvaluationStatus.REWARD_HACK: "bold red"}
+
+
+def _ms(value: float | None) -> str:
+    if not value:
+        return "-"
+    return f"{value * 1000:.2f} us" if value < 1 else f"{value:.3f} ms"
+
+
+def _first_line(text: str, width: int = 90) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:width]
+    return ""
+
+
+def traces_table(traces: list[Trace], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column, justify in (("workload", "left"), ("status", "left"), ("latency", "right"),
+                            ("reference", "right"), ("speedup", "right"), ("max abs err", "right"),
+                            ("note", "left")):
+        table.add_column(column, justify=justify, overflow="fold", no_wrap=column in ("workload", "status"))
+    for t in traces:
+        ev = t.evaluation
+        perf, corr = ev.performance, ev.correctness
+        style = _STATUS_STYLE.get(ev.status, "red")
+        table.add_row(
+            t.workload.uuid[:36], f"[{style}]{ev.status.value}[/{style}]",
+            _ms(perf.latency_ms) if perf else "-", _ms(perf.reference_latency_ms) if perf else "-",
+            f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
+            f"{corr.max_absolute_error:.3g}" if corr else "-",
+            "" if ev.status is EvaluationStatus.PASSED else _first_line(ev.log),
+        )
+    return table
+
+
+def summary_line(traces: list[Trace]) -> str:
+    counts = Counter(t.evaluation.status.value for t in traces)
+    parts = [f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: kv[0] != "PASSED")]
+    return f"{len(traces)} workload(s): " + ", ".join(parts)
+
+
+def print_traces(traces: list[Trace], title: str, console: Console) -> None:
+    console.print(traces_table(traces, title))
+    console.print(summary_line(traces))

@@ -1,0 +1,133 @@
+"""Helpers every probe block shares: reasons, time-boxed commands, file reads, a torch-free torch lookup.
+
+Nothing here raises to its caller: each helper returns a value or ``None`` and, where the caller
+wants to know why, a short cause string.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SHORT_TIMEOUT_S = 5.0
+"""Time box of one external command in a default probe."""
+EXTENDED_TIMEOUT_S = 30.0
+"""Time box of one expensive command (``--extended`` only), e.g. ``nm`` over libtorch."""
+
+
+@dataclass
+class Reasons:
+    """The ``partial_reasons`` lines one block contributes: ``block.field: cause``."""
+
+    block: str
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, field_name: str, cause: str) -> None:
+        where = f"{self.block}.{field_name}" if field_name else self.block
+        self.lines.append(f"{where}: {cause}")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a time-boxed command did. ``error`` is None only when it ran and exited 0."""
+
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str
+    returncode: int | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def run_command(argv: list[str], timeout: float = SHORT_TIMEOUT_S, env: dict[str, str] | None = None) -> CommandResult:
+    """Run ``argv`` with a time box; never raises. A non-zero exit is an error that names the code."""
+    key = tuple(argv)
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, errors="replace"
+        )
+    except subprocess.TimeoutExpired:
+        return CommandResult(key, "", "", None, f"'{argv[0]}' did not finish within {timeout:g} s")
+    except OSError as exc:
+        return CommandResult(key, "", "", None, f"'{argv[0]}' could not be started: {exc.strerror or exc}")
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        return CommandResult(key, proc.stdout, proc.stderr, proc.returncode, f"'{' '.join(argv)}' exited {proc.returncode}: {tail[0][:200]}")
+    return CommandResult(key, proc.stdout, proc.stderr, 0, None)
+
+
+def find_tool(name: str, extra_dirs: tuple[str, ...] = ()) -> str | None:
+    """``name`` on PATH, else in one of ``extra_dirs`` (e.g. ``/opt/rocm/bin``), else None."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in extra_dirs:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def read_text(path: str | Path, limit: int = 1 << 20) -> str | None:
+    """The start of a text file, or None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def error_text(exc: BaseException) -> str:
+    """``TypeName: message`` on one line, cut to a readable length."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
+
+
+def torch_dir() -> Path | None:
+    """The installed ``torch`` package folder, found without importing torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
+
+
+def import_torch() -> tuple[Any, str | None]:
+    """``(torch, None)`` or ``(None, cause)``; a broken torch install is a cause, not a crash."""
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - any import failure is a fact to report
+        return None, f"torch cannot be imported: {error_text(exc)}"
+    return torch, None
+
+
+def cache_dir() -> Path:
+    """sol-execbench's cache folder: ``$XDG_CACHE_HOME/sol-execbench`` or ``~/.cache/sol-execbench``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sol-execbench"
+
+
+def rocm_root() -> Path:
+    """The ROCm installation root: ``$ROCM_PATH``, else ``/opt/rocm``."""
+    return Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What blocks probed after the torch import share: the module (or why it is missing) and the mode."""
+
+    torch: Any = None
+    torch_error: str | None = None
+    extended: bool = False
+    loaded: tuple[str, ...] = ()
+    """Shared objects mapped into this process after the torch import (``/proc/self/maps``)."""

@@ -1,0 +1,146 @@
+"""Library files: numeric version order, the files a process has loaded, sha256 with a stat-keyed cache.
+
+A library's version and its hash must describe the same file, so callers pick one path with
+``best_versioned_file`` or ``loaded_libraries`` and pass that one path to both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+from ._common import cache_dir
+
+_HASH_CACHE_NAME = "envprobe-file-hashes.json"
+_hash_lock = threading.Lock()
+_hash_memo: dict[str, dict] | None = None
+
+_VERSION_SUFFIX = re.compile(r"\.so((?:\.\d+)+)$")
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """Numeric sort key of a dotted version: ``0.10.0`` sorts after ``0.9.0`` (a string sort would not)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def so_version(path: str | Path) -> str | None:
+    """The version a shared library's file name carries: ``libx.so.12.4.5`` -> ``12.4.5``."""
+    match = _VERSION_SUFFIX.search(str(path))
+    return match.group(1).lstrip(".") if match else None
+
+
+def best_versioned_file(lib_dir: Path, soname: str) -> Path | None:
+    """The file ``soname`` names in ``lib_dir``: the link target when it exists, else the highest versioned file."""
+    plain = lib_dir / soname
+    try:
+        if plain.exists():
+            return plain.resolve()
+        versioned = [p for p in lib_dir.glob(f"{soname}.*") if so_version(p) is not None and p.exists()]
+    except OSError:
+        return None
+    if not versioned:
+        return None
+    return max(versioned, key=lambda p: version_key(so_version(p) or "")).resolve()
+
+
+def loaded_libraries(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Paths of the shared objects this process has mapped (empty when /proc is unreadable)."""
+    seen: dict[str, None] = {}
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and ".so" in parts[5]:
+                    seen.setdefault(parts[5].strip().removesuffix(" (deleted)"), None)
+    except OSError:
+        return []
+    return list(seen)
+
+
+def find_loaded(stem: str, loaded: list[str]) -> str | None:
+    """The loaded file whose name is ``<stem>.so`` or ``<stem>.so.N...`` (``libcublas`` never matches ``libcublasLt``)."""
+    pattern = re.compile(rf"(^|/){re.escape(stem)}\.so(\.\d+)*$")
+    for path in loaded:
+        if pattern.search(path):
+            return path
+    return None
+
+
+def _cache_file() -> Path:
+    return cache_dir() / _HASH_CACHE_NAME
+
+
+def _load_memo() -> dict[str, dict]:
+    global _hash_memo
+    if _hash_memo is None:
+        try:
+            raw = json.loads(_cache_file().read_text())
+            _hash_memo = raw if isinstance(raw, dict) else {}
+        except (OSError, ValueError):
+            _hash_memo = {}
+    return _hash_memo
+
+
+def _save_memo(memo: dict[str, dict]) -> None:
+    target = _cache_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo, sort_keys=True))
+        os.replace(tmp, target)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
+def sha256_file(path: str | Path) -> str | None:
+    """Hex sha256 of ``path`` (links resolved), or None when unreadable.
+
+    Results are kept in ``~/.cache/sol-execbench/envprobe-file-hashes.json`` keyed by path, size,
+    mtime and inode, so a warm probe does not re-read half a gigabyte of cuBLASLt.
+    """
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+    with _hash_lock:
+        cached = _load_memo().get(real)
+        if cached and all(cached.get(k) == v for k, v in stamp.items()):
+            return cached.get("sha256")
+    digest = hashlib.sha256()
+    try:
+        with open(real, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    result = digest.hexdigest()
+    with _hash_lock:
+        memo = _load_memo()
+        memo[real] = {**stamp, "sha256": result}
+        _save_memo(memo)
+    return result
+
+
+def filename_fingerprint(folders: dict[str, Path], patterns: tuple[str, ...]) -> tuple[str | None, int]:
+    """sha256 over the sorted ``label/name`` of files matching ``patterns`` in each folder, and their count.
+
+    Names only (cheap): a kernel database whose file set changed gets a new fingerprint. The label
+    keeps same-named files of two libraries apart. ``(None, 0)`` when no folder holds a match.
+    """
+    names: set[str] = set()
+    for label, folder in folders.items():
+        try:
+            for pattern in patterns:
+                names.update(f"{label}/{p.name}" for p in folder.glob(pattern))
+        except OSError:
+            continue
+    if not names:
+        return None, 0
+    digest = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    return digest, len(names)

@@ -1,0 +1,55 @@
+"""Block ``packages``: versions of the Python packages that bring or change kernels."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+from ._common import Reasons
+
+# Distribution names as pip knows them; a missing one is reported as null (not installed).
+KERNEL_PACKAGES: tuple[str, ...] = (
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "triton",
+    "triton-rocm",
+    "pytorch-triton",
+    "pytorch-triton-rocm",
+    "fbgemm",
+    "fbgemm-gpu",
+    "fbgemm-gpu-genai",
+    "aiter",
+    "amd-aiter",
+    "flashinfer-python",
+    "flashinfer",
+    "flash-attn",
+    "xformers",
+    "nvidia-cutlass-dsl",
+    "nvidia-cutlass",
+    "cuda-python",
+    "cuda-bindings",
+    "cupy-cuda12x",
+    "tensile",
+    "numpy",
+    "nvidia-ml-py",
+    "amdsmi",
+)
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution ``name``, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a broken dist-info is "unknown", not a crash
+        return None
+
+
+def empty() -> dict[str, Any]:
+    return {name: None for name in KERNEL_PACKAGES}
+
+
+def probe() -> tuple[dict[str, Any], list[str]]:
+    return {name: distribution_version(name) for name in KERNEL_PACKAGES}, Reasons("packages").lines

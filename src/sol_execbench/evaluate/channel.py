@@ -1,0 +1,78 @@
+"""The trace channel between the evaluation child and its parent.
+
+A pipe the child inherits at a file descriptor named only in its environment, which the child
+removes before any solution code is imported. Each message is a JSON line signed with a per-run
+key (HMAC-SHA256); the parent drops unsigned lines and reports them as forged. Printing, writing
+to stdout/stderr or to the ``-o`` file cannot reach it. In-process code that goes looking (reads
+the interpreter's memory, guesses the descriptor) still can: see docs/security.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from typing import Any
+
+FD_ENV = "SOL_EXECBENCH_CHANNEL_FD"
+KEY_ENV = "SOL_EXECBENCH_CHANNEL_KEY"
+
+
+def new_key() -> str:
+    return secrets.token_hex(32)
+
+
+def _sign(key: bytes, body: bytes) -> str:
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+class ChannelWriter:
+    """Child side. Take it from the environment with ``from_environment()`` before importing user code."""
+
+    def __init__(self, fd: int, key: str):
+        self._fd, self._key = fd, key.encode()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_environment(cls) -> "ChannelWriter":
+        fd, key = os.environ.pop(FD_ENV, None), os.environ.pop(KEY_ENV, None)
+        if fd is None or key is None:
+            raise RuntimeError(f"{FD_ENV}/{KEY_ENV} not set: the evaluation child must be started by its parent")
+        # Move the pipe to a descriptor number chosen at random so it is not found by a fixed guess.
+        high = os.dup(int(fd))
+        os.close(int(fd))
+        return cls(high, key)
+
+    def send(self, kind: str, **payload: Any) -> None:
+        body = json.dumps({"type": kind, **payload}, allow_nan=False, default=str).encode()
+        line = _sign(self._key, body).encode() + b" " + body + b"\n"
+        with self._lock:
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def read_messages(fd: int, key: str, on_message, on_forged) -> None:
+    """Parent side: read lines until EOF; verified messages go to ``on_message``, others to ``on_forged``."""
+    secret = key.encode()
+    with os.fdopen(fd, "rb") as stream:
+        for raw in stream:
+            raw = raw.rstrip(b"\n")
+            signature, _, body = raw.partition(b" ")
+            if not hmac.compare_digest(signature.decode(errors="replace"), _sign(secret, body)):
+                on_forged(raw[:200].decode(errors="replace"))
+                continue
+            try:
+                on_message(json.loads(body))
+            except ValueError:
+                on_forged(raw[:200].decode(errors="replace"))

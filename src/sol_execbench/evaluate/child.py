@@ -1,0 +1,146 @@
+"""The evaluation child: imports the solution and measures it, reporting on the trace channel.
+
+``run_job`` is a plain function of a job description and a channel writer, so a long-lived
+worker that has already imported torch can fork and call it with the same isolation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
+
+
+def _load_reference(staging: Path, source: str):
+    path = staging / "_reference.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("_sol_execbench_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _block_cpp_extension_jit() -> None:
+    """Python solutions may not compile C++ themselves: native languages go through the builders."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("torch.utils.cpp_extension.load/load_inline are not allowed in Python solutions: "
+                           "declare a native language (cuda_cpp, hip_cpp, cpp) so the harness builds and caches it")
+
+    cpp_ext.load = refuse
+    cpp_ext.load_inline = refuse
+
+
+def _libs() -> dict[str, str]:
+    import torch
+
+    libs = {"torch": torch.__version__}
+    if torch.version.cuda:
+        libs["cuda"] = torch.version.cuda
+    if getattr(torch.version, "hip", None):
+        libs["hip"] = torch.version.hip
+    try:
+        import triton
+
+        libs["triton"] = triton.__version__
+    except Exception:
+        pass
+    return libs
+
+
+def run_job(job: dict[str, Any], channel: Any) -> None:
+    """Evaluate every workload of ``job``; each outcome is sent as one trace message."""
+    from sol_execbench.platform import current
+
+    device = current(job.get("device"))
+    if not device.is_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
+
+    import torch  # noqa: F401  (after TRITON_INTERPRET is decided)
+
+    from sol_execbench.build import BuildFailure, builder_for
+    from sol_execbench.schema import (BenchmarkConfig, BuildRecord, Definition, Environment, EvaluationStatus,
+                                      Solution, Workload)
+
+    from . import guards
+    from .workload_eval import Context, evaluate_workload
+
+    staging = Path(job["staging_dir"])
+    definition = Definition.model_validate(job["definition"])
+    solution = Solution.model_validate(job["solution"])
+    workloads = [Workload.model_validate(w) for w in job["workloads"]]
+    config = BenchmarkConfig.model_validate(job["config"])
+    environment = Environment(hardware=device.name, libs=_libs())
+    channel.send("ready", hardware=device.name, device=device.to_dict())
+
+    try:
+        reference = _load_reference(staging, definition.reference)
+    except Exception as exc:
+        channel.send("fatal", status=EvaluationStatus.INVALID_REFERENCE.value,
+                     log=f"reference could not be loaded: {exc}\n{traceback.format_exc()}")
+        return
+    custom = getattr(reference, definition.custom_inputs_entrypoint) if definition.custom_inputs_entrypoint else None
+    integrity = guards.IntegritySnapshot()  # before any solution code runs
+    build = BuildRecord(language=solution.spec.languages[0].value, build_time_s=job.get("build_time_s"),
+                        cached=job.get("build_cached"))
+    if not solution.spec.is_native:
+        _block_cpp_extension_jit()
+    import time
+
+    began = time.perf_counter()
+    try:
+        fn = builder_for(solution).load(solution, staging / "solution", job.get("build_artifacts", {}))
+    except BuildFailure as exc:
+        channel.send("fatal", status=exc.status.value, log=exc.message)
+        return
+    except BaseException as exc:  # an import that raises or exits is the solution's failure
+        channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value,
+                     log=f"solution import failed: {exc!r}\n{traceback.format_exc()}")
+        return
+    if not solution.spec.is_native:
+        build.build_time_s = round(time.perf_counter() - began, 6)
+    tampered = integrity.tampered()
+    if tampered:
+        channel.send("fatal", status=EvaluationStatus.REWARD_HACK.value,
+                     log=f"importing the solution replaced harness functions: {', '.join(tampered)}")
+        return
+    ctx = Context(definition=definition, solution_name=solution.name, solution_fn=fn,
+                  dps=solution.spec.destination_passing_style, reference_fn=reference.run, custom_inputs_fn=custom,
+                  config=config, device=device, staging_dir=staging, environment=environment, build=build,
+                  integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
+                  env_hash=job.get("env_hash"), warnings=list(job.get("warnings", [])))
+    for workload in workloads:
+        channel.send("start", uuid=workload.uuid)
+        trace = evaluate_workload(ctx, workload)
+        channel.send("trace", trace=trace.model_dump(mode="json"))
+    channel.send("done")
+
+
+def main(argv: list[str]) -> None:
+    from .channel import ChannelWriter
+
+    channel = ChannelWriter.from_environment()
+    job = json.loads(Path(argv[1]).read_text())
+    try:
+        run_job(job, channel)
+    except BaseException as exc:
+        channel.send("crash", log=f"{exc!r}\n{traceback.format_exc()}")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        channel.close()
+    # os._exit skips interpreter teardown, where solution threads or atexit hooks could still run.
+    if os.environ.get(GRACEFUL_EXIT_ENV) == "1":
+        sys.exit(0)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,132 @@
+"""Running the evaluation child: launch, watch (time, host memory), collect channel messages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .channel import FD_ENV, KEY_ENV, new_key, read_messages
+
+ALLOC_CONF = "expandable_segments:True"
+_POLL_S = 0.05
+
+
+@dataclass
+class ChildRun:
+    """What one child process did."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    forged: list[str] = field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    memory_exceeded_bytes: int | None = None
+    wall_s: float = 0.0
+
+
+def _session_rss_bytes(session_id: int) -> int:
+    """Resident memory of every process in the child's session (the child and what it spawned)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) != session_id:  # field 6 of stat: session id
+                continue
+            with open(f"/proc/{entry}/statm") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def child_environment(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
+    env.update(extra)
+    return env
+
+
+def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
+              env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None]) -> ChildRun:
+    """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit."""
+    run = ChildRun()
+    read_fd, write_fd = os.pipe()
+    key = new_key()
+    env = child_environment({**env_extra, FD_ENV: str(write_fd), KEY_ENV: key})
+
+    def deliver(message: dict[str, Any]) -> None:
+        run.messages.append(message)
+        on_message(message)
+
+    began = time.monotonic()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+    os.close(write_fd)
+    reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
+    reader.start()
+    deadline = began + timeout_s
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            run.timed_out = True
+            _kill_session(proc)
+            break
+        if memory_limit_bytes:
+            rss = _session_rss_bytes(proc.pid)
+            if rss > memory_limit_bytes:
+                run.memory_exceeded_bytes = rss
+                _kill_session(proc)
+                break
+        time.sleep(_POLL_S)
+    # Processes the child left in its session would hold the pipe open; end them too.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    reader.join(timeout=5)
+    run.returncode = proc.returncode
+    run.wall_s = time.monotonic() - began
+    return run
+
+
+def describe_exit(run: ChildRun) -> str:
+    if run.memory_exceeded_bytes is not None:
+        return f"host memory limit exceeded ({run.memory_exceeded_bytes / 2**30:.2f} GiB resident): the child was stopped"
+    code = run.returncode
+    if code is None:
+        return "the child did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the child was killed by {name}"
+    return f"the child exited with code {code} before reporting"
+
+
+def tail(path: Path, max_bytes: int = 8000) -> tuple[str, int]:
+    """The end of a log file and its line count."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "", 0
+    return data[-max_bytes:].decode(errors="replace"), data.count(b"\n")
