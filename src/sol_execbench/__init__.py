@@ -1,6 +1,6 @@
 """sol-execbench: is the kernel correct, how fast is it, how far from the speed of light.
 
-The package root stays light (no torch import): ``sol_execbench.evaluate`` is loaded on first use.
+The package root stays light (no torch import): ``sol_execbench.evaluate(...)`` is loaded on first use.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def __getattr__(name: str) -> Any:
+    # ``sol_execbench.evaluate`` is both the evaluation package and, being callable, the API.
     if name == "evaluate":
-        from sol_execbench.evaluate.api import evaluate
+        import importlib
 
-        return evaluate
+        return importlib.import_module("sol_execbench.evaluate")
     raise AttributeError(name)

@@ -10,9 +10,10 @@ import importlib.util
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SHORT_TIMEOUT_S = 5.0
 """Time box of one external command in a default probe."""
@@ -131,3 +132,17 @@ class Context:
     extended: bool = False
     loaded: tuple[str, ...] = ()
     """Shared objects mapped into this process after the torch import (``/proc/self/maps``)."""
+
+
+def run_parts(block: str, parts: dict[str, Callable[[Reasons], Any]]) -> tuple[dict[str, Any], list[str]]:
+    """Run independent parts of a block concurrently (each waits on a command or a file read).
+
+    Each part gets its own ``Reasons``; the lines are joined in the order of ``parts`` so the
+    list does not depend on thread timing. A part that raises propagates (the snapshot's guard
+    turns it into a reason for the whole block).
+    """
+    reasons = {name: Reasons(block) for name in parts}
+    with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        futures = {name: pool.submit(fn, reasons[name]) for name, fn in parts.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    return results, [line for name in parts for line in reasons[name].lines]

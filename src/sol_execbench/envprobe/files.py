@@ -33,18 +33,23 @@ def so_version(path: str | Path) -> str | None:
     return match.group(1).lstrip(".") if match else None
 
 
-def best_versioned_file(lib_dir: Path, soname: str) -> Path | None:
-    """The file ``soname`` names in ``lib_dir``: the link target when it exists, else the highest versioned file."""
+def best_versioned_file(lib_dir: Path, soname: str, prefer_versioned: bool = False) -> Path | None:
+    """The file ``soname`` names in ``lib_dir``, links resolved.
+
+    By default the plain name wins when it exists (what the loader opens); otherwise, or with
+    ``prefer_versioned`` (wheels copy files instead of keeping links, so the plain name may be a
+    stale copy), the highest ``soname.X.Y.Z`` by numeric order.
+    """
     plain = lib_dir / soname
     try:
-        if plain.exists():
+        if plain.exists() and not prefer_versioned:
             return plain.resolve()
         versioned = [p for p in lib_dir.glob(f"{soname}.*") if so_version(p) is not None and p.exists()]
     except OSError:
         return None
-    if not versioned:
-        return None
-    return max(versioned, key=lambda p: version_key(so_version(p) or "")).resolve()
+    if versioned:
+        return max(versioned, key=lambda p: version_key(so_version(p) or "")).resolve()
+    return plain.resolve() if plain.exists() else None
 
 
 def loaded_libraries(maps_path: str = "/proc/self/maps") -> list[str]:

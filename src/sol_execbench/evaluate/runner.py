@@ -153,6 +153,7 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
             break
         if not _settle_failure(state, pending, run, in_progress, log_path):
             break
+        pending = [w for w in pending if w.uuid not in state.traces]
     if not produced_any:
         _write_no_trace_sidecar(state, staging, log_path)
 

@@ -59,11 +59,15 @@ def vendor_hint() -> str:
     return "cpu"
 
 
+def cuda_arch_name(major: int, minor: int) -> str:
+    """The arch name of an NVIDIA compute capability: (9, 0) -> sm_90a, (8, 0) -> sm_80."""
+    return f"sm_{major}{minor}{'a' if (major, minor) in _ARCH_SPECIFIC else ''}"
+
+
 def _gpu_arch(props: Any, is_rocm: bool) -> str:
     if is_rocm:
         return str(getattr(props, "gcnArchName", "") or "").split(":")[0] or "gfx-unknown"
-    cc = (props.major, props.minor)
-    return f"sm_{props.major}{props.minor}{'a' if cc in _ARCH_SPECIFIC else ''}"
+    return cuda_arch_name(props.major, props.minor)
 
 
 def current(spec: str | None = None) -> DeviceInfo:

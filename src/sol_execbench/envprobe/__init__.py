@@ -1,0 +1,1 @@
+"""Environment probe: what a run depended on (host, PyTorch build, GPUs, libraries, variables)."""

@@ -1,0 +1,121 @@
+"""The environment snapshot: every block, a schema version, a timestamp and the partial reasons.
+
+``collect()`` never raises. Each block is fully shaped (every key present, null when unknown);
+what could not be read is one line in ``partial_reasons`` naming the field and the cause.
+Blocks that wait on files or commands run concurrently with the torch import; the blocks that
+need torch (and ``/proc/self/maps`` after it) run concurrently after it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from sol_execbench import __version__
+
+from . import accelerator, env_vars, host, nvidia, packages, python_env, pytorch_build, rocm
+from ._common import Context, error_text, import_torch
+from .files import loaded_libraries
+
+SCHEMA_VERSION = "1.0"
+TOOL_NAME = "sol-execbench"
+
+BLOCK_ORDER = ("host", "python", "pytorch_build", "accelerator", "nvidia", "rocm", "packages", "env_vars")
+META_KEYS = ("schema_version", "tool", "timestamp", "probe_wall_s", "extended", "partial", "partial_reasons")
+
+_INDEPENDENT: dict[str, Callable[[], tuple[dict, list[str]]]] = {
+    "host": host.probe,
+    "python": python_env.probe,
+    "packages": packages.probe,
+    "env_vars": env_vars.probe,
+}
+_AFTER_TORCH: dict[str, Callable[[Context], tuple[dict, list[str]]]] = {
+    "pytorch_build": pytorch_build.probe,
+    "accelerator": accelerator.probe,
+    "nvidia": nvidia.probe,
+    "rocm": rocm.probe,
+}
+EMPTY_BLOCKS: dict[str, Callable[[], dict[str, Any]]] = {
+    "host": host.empty,
+    "python": python_env.empty,
+    "pytorch_build": pytorch_build.empty,
+    "accelerator": accelerator.empty,
+    "nvidia": nvidia.empty,
+    "rocm": rocm.empty,
+    "packages": packages.empty,
+    "env_vars": env_vars.empty,
+}
+
+
+def conform(template: Any, value: Any) -> Any:
+    """``value`` with every key of ``template`` present (recursively through dicts); extra keys kept."""
+    if not isinstance(template, dict) or not isinstance(value, dict):
+        return value
+    shaped = {key: conform(default, value[key]) if key in value else default for key, default in template.items()}
+    shaped.update({key: item for key, item in value.items() if key not in template})
+    return shaped
+
+
+def _guarded(name: str, fn: Callable[..., tuple[dict, list[str]]], *args: Any) -> tuple[dict[str, Any], list[str]]:
+    try:
+        block, reasons = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the contract: a broken probe is a reason, never a crash
+        return EMPTY_BLOCKS[name](), [f"{name}: probe failed: {error_text(exc)}"]
+    return conform(EMPTY_BLOCKS[name](), block), list(reasons)
+
+
+def empty_snapshot(extended: bool = False) -> dict[str, Any]:
+    """A snapshot with every block null: the shape every snapshot has."""
+    snap: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "probe_wall_s": None,
+        "extended": extended,
+        "partial": False,
+        "partial_reasons": [],
+    }
+    snap.update({name: EMPTY_BLOCKS[name]() for name in BLOCK_ORDER})
+    return snap
+
+
+def _collect(extended: bool) -> dict[str, Any]:
+    start = time.perf_counter()
+    snap = empty_snapshot(extended)
+    results: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        early = {name: pool.submit(_guarded, name, fn) for name, fn in _INDEPENDENT.items()}
+        torch, torch_error = import_torch()
+        ctx = Context(torch=torch, torch_error=torch_error, extended=extended, loaded=tuple(loaded_libraries()))
+        late = {name: pool.submit(_guarded, name, fn, ctx) for name, fn in _AFTER_TORCH.items()}
+        results.update({name: future.result() for name, future in {**early, **late}.items()})
+    for name in BLOCK_ORDER:
+        snap[name], lines = results[name]
+        snap["partial_reasons"].extend(lines)
+    snap["partial"] = bool(snap["partial_reasons"])
+    snap["probe_wall_s"] = round(time.perf_counter() - start, 3)
+    return snap
+
+
+def collect(extended: bool = False) -> dict[str, Any]:
+    """Probe this host and process. Never raises; see the module doc for the contract."""
+    try:
+        return _collect(extended)
+    except Exception as exc:  # noqa: BLE001 - a bug in the assembly itself still yields a shaped snapshot
+        snap = empty_snapshot(extended)
+        snap.update(partial=True, partial_reasons=[f"snapshot: probe failed: {error_text(exc)}"])
+        return snap
+
+
+@functools.lru_cache(maxsize=2)
+def _cached(extended: bool) -> dict[str, Any]:
+    return collect(extended)
+
+
+def cached_snapshot(extended: bool = False) -> dict[str, Any]:
+    """One probe per process (for sidecars and trace hashes); a copy, so callers may change it."""
+    return copy.deepcopy(_cached(extended))
