@@ -48,7 +48,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
     from sol_execbench.schema import FormatError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         paths = resolve_paths(problem_dir, definition, workload, solution)
         problem = load_problem(*paths, config_path=config_path, only=list(only))

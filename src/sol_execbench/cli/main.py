@@ -40,6 +40,8 @@ def cli() -> None:
 def _register() -> None:
     # Each command module adds itself to ``cli``; imported here so the entry point sees them all.
     from sol_execbench.cli import evaluate_cmd  # noqa: F401
+    from sol_execbench.cli import env_cmd  # noqa: F401
+    from sol_execbench.cli import diagnostics_cmd  # noqa: F401
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ def traces_table(traces: list[Trace], title: str) -> Table:
         table.add_row(
             t.workload.uuid[:36], f"[{style}]{ev.status.value}[/{style}]",
             _ms(perf.latency_ms) if perf else "-", _ms(perf.reference_latency_ms) if perf else "-",
-            f"{perf.speedup_factor:.2f}x" if perf and perf.speedup_factor else "-",
+            f"{perf.speedup_factor:.3g}x" if perf and perf.speedup_factor else "-",
             f"{corr.max_absolute_error:.3g}" if corr else "-",
             "" if ev.status is EvaluationStatus.PASSED else _first_line(ev.log),
         )
