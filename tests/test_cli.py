@@ -106,3 +106,18 @@ def test_subcommand_name_wins_over_directory(tmp_path: Path, monkeypatch):
     (tmp_path / "evaluate").mkdir()
     result = invoke("./evaluate")  # a path reaches the directory, which has no problem files
     assert result.exit_code == 2 and "no --solution given" in result.output
+
+
+def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Path, cpu_timing, tmp_path: Path,
+                                                                     monkeypatch):
+    monkeypatch.setenv("SOLEXECBENCH_ENV_SNAPSHOT", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "run" / "traces.jsonl"
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w0-8", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    snapshot = json.loads((tmp_path / "run" / "traces.env.json").read_text())
+    assert {"schema_version", "partial_reasons", "host", "pytorch_build"} <= set(snapshot)
+    from sol_execbench.envprobe.hashing import snapshot_hash
+
+    trace = json.loads(out.read_text().splitlines()[0])
+    assert trace["evaluation"]["env_hash"] == snapshot_hash(snapshot)

@@ -40,13 +40,18 @@ def parse_size(text: str) -> int:
 @click.option("--dump-failures", type=click.Path(path_type=Path), help="For each failing workload write inputs, outputs and the seed here.")
 @click.option("--memory-limit", default=None, help="Host memory limit of the evaluation child, e.g. 16G [default: 80% of the machine].")
 @click.option("--no-build-cache", is_flag=True, help="Build native solutions from scratch, ignoring the build cache.")
+@click.option("--sanitize", is_flag=True, help="Also run one call per workload under compute-sanitizer memcheck (NVIDIA) and report its findings in the trace.")
+@click.option("--no-warm-pool", is_flag=True, help="Start a fresh evaluation process even if `worker start` keeps warm ones.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the child's output and staging details.")
 def evaluate_command(problem_dir, definition, workload, solution, config_path, compile_timeout, timeout, output,
-                     as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache,
-                     verbose) -> None:
+                     as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache, no_warm_pool,
+                     verbose, sanitize) -> None:
     """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
+    from sol_execbench.evaluate.process import protect_from_children
     from sol_execbench.schema import FormatError
+
+    protect_from_children()  # this process's stdout and -o file are not the solution's to write
 
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -63,25 +68,30 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
     sink = _open_output(output)
+    written: list[str] = []
 
     def on_trace(trace) -> None:
         if sink is not None:
-            sink.write(trace.model_dump_json() + "\n")
+            written.append(trace.model_dump_json() + "\n")
+            sink.write(written[-1])
             sink.flush()
         if as_json:
             click.echo(trace.model_dump_json())
 
     options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
                           keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
-                          use_build_cache=not no_build_cache, warnings=list(problem.warnings), on_trace=on_trace,
+                          use_build_cache=not no_build_cache, use_warm_pool=not no_warm_pool, sanitize=sanitize, warnings=list(problem.warnings),
+                          on_trace=on_trace,
                           on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
     if memory_limit:
         options.memory_limit_bytes = parse_size(memory_limit)
+    _environment_facts(options, output, err)
     try:
         traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
     finally:
         if sink is not None:
             sink.close()
+            _restore_output(output, written, err)
     for message in options.warnings[len(problem.warnings):]:
         err.print(f"[yellow]note:[/yellow] {message}", highlight=False)
     if not as_json:
@@ -92,6 +102,33 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     if output:
         err.print(f"traces written to {output}", highlight=False)
     sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
+
+
+def _restore_output(output: Path, written: list[str], err: Console) -> None:
+    """The -o file must hold exactly the traces this process wrote: the solution can find its path
+    (the parent's command line is readable) and write forged lines into it."""
+    expected = "".join(written)
+    try:
+        if output.read_text(encoding="utf-8") == expected:
+            return
+        output.write_text(expected, encoding="utf-8")
+    except OSError as exc:
+        err.print(f"[red]error:[/red] could not verify --output {output}: {exc}", highlight=False)
+        return
+    err.print(f"[bold red]warning:[/bold red] {output} was modified by another process during the evaluation "
+              "(forged traces?); it was rewritten with this run's traces", highlight=False)
+
+
+def _environment_facts(options, output: Path | None, err: Console) -> None:
+    """Hand the environment hash down to the traces; write the snapshot sidecar when asked."""
+    from sol_execbench.envprobe.hashing import host_cached_environment_hash
+    from sol_execbench.envprobe.sidecar import sidecar_path, write_snapshot_sidecar
+
+    options.env_hash = host_cached_environment_hash()
+    if sidecar_path(output) is not None:
+        written = write_snapshot_sidecar(output)
+        if written:
+            err.print(f"environment snapshot written to {written}", highlight=False)
 
 
 def _open_output(output: Path | None):

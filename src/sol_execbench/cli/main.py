@@ -42,6 +42,7 @@ def _register() -> None:
     from sol_execbench.cli import evaluate_cmd  # noqa: F401
     from sol_execbench.cli import env_cmd  # noqa: F401
     from sol_execbench.cli import diagnostics_cmd  # noqa: F401
+    from sol_execbench.cli import worker_cmd  # noqa: F401
 
 
 def main() -> None:

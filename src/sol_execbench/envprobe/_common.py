@@ -146,3 +146,28 @@ def run_parts(block: str, parts: dict[str, Callable[[Reasons], Any]]) -> tuple[d
         futures = {name: pool.submit(fn, reasons[name]) for name, fn in parts.items()}
         results = {name: future.result() for name, future in futures.items()}
     return results, [line for name in parts for line in reasons[name].lines]
+
+
+UNREAD: Any = object()
+"""Default of a block's ``prefetched`` argument: the part was not read ahead, read it now."""
+
+
+def start_vendor_block(
+    block: dict[str, Any], name: str, prefetched: tuple[dict[str, Any], list[str]] | None, torch_build: bool, cause: str
+) -> Reasons | None:
+    """Open a vendor block from its torch-free part (``None`` when that vendor's stack is absent).
+
+    Returns None when neither the stack nor a torch build for that vendor is here (the block stays
+    null and says nothing is missing); otherwise marks ``present``, merges the part, and returns
+    the block's reasons (with ``cause`` when only the torch build is here).
+    """
+    if prefetched is None and not torch_build:
+        return None
+    why = Reasons(name)
+    block["present"] = True
+    if prefetched is None:
+        why.add("", cause)
+    else:
+        block.update(prefetched[0])
+        why.lines.extend(prefetched[1])
+    return why

@@ -7,12 +7,14 @@ FlashAttention on CUDA) rather than which are installed on the system.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from ._common import EXTENDED_TIMEOUT_S, Reasons, find_tool, run_command
 
-SYMBOL_NAMESPACES = {"ck": "ck::", "ck_tile": "ck_tile::", "cutlass": "cutlass::", "flash": "flash::"}
+SYMBOL_NAMESPACES = {"ck": "ck", "ck_tile": "ck_tile", "cutlass": "cutlass", "flash": "flash"}
+_NAMESPACE_RE = {name: re.compile(rf"(?<!\w){ns}::") for name, ns in SYMBOL_NAMESPACES.items()}
 GPU_LIBRARIES = ("libtorch_hip.so", "libtorch_cuda.so")
 
 
@@ -24,8 +26,8 @@ def count_symbols(nm_output: str) -> dict[str, int]:
     """Defined symbols per kernel-library namespace in demangled ``nm`` output (a symbol counts once per namespace)."""
     counts = dict.fromkeys(SYMBOL_NAMESPACES, 0)
     for line in nm_output.splitlines():
-        for name, needle in SYMBOL_NAMESPACES.items():
-            if needle in line:
+        for name, pattern in _NAMESPACE_RE.items():
+            if pattern.search(line):
                 counts[name] += 1
     return counts
 

@@ -8,6 +8,7 @@ probes once per process and caches the result: traces carry it without a probe p
 from __future__ import annotations
 
 import functools
+import os
 import hashlib
 import json
 from typing import Any
@@ -33,3 +34,70 @@ def snapshot_hash(snapshot: dict[str, Any], length: int = HASH_LENGTH) -> str:
 def environment_hash() -> str:
     """This process's environment hash (one probe per process, then cached)."""
     return snapshot_hash(cached_snapshot())
+
+
+# -- the host cache ----------------------------------------------------------------------------
+# A CLI invocation must not pay a torch import just to stamp its traces. The hash is kept on disk
+# beside a fingerprint of what can change it and is cheap to read without importing anything:
+# the boot, the interpreter, the install times of the kernel-relevant packages, the driver and
+# ROCm versions and the canonical environment variables. Any change re-probes.
+
+_FINGERPRINT_MODULES = ("torch", "triton", "pynvml", "fbgemm_gpu", "aiter", "flashinfer", "cutlass")
+_FINGERPRINT_FILES = ("/proc/sys/kernel/random/boot_id", "/proc/driver/nvidia/version", "/opt/rocm/.info/version")
+
+
+def _module_stamp(name: str) -> str | None:
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        return f"{spec.origin}:{os.stat(spec.origin).st_mtime_ns}"
+    except OSError:
+        return spec.origin
+
+
+def host_fingerprint() -> str:
+    import os
+    import sys
+
+    from .env_vars import capture
+
+    parts = {"python": sys.executable, "version": sys.version,
+             "modules": {name: _module_stamp(name) for name in _FINGERPRINT_MODULES},
+             "files": {}, "env": capture(dict(os.environ))}
+    for path in _FINGERPRINT_FILES:
+        try:
+            parts["files"][path] = open(path).read(4096)
+        except OSError:
+            parts["files"][path] = None
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def host_cached_environment_hash() -> str | None:
+    """The environment hash, re-probed only when the host fingerprint changed. Never raises."""
+    from ._common import cache_dir
+
+    try:
+        fingerprint = host_fingerprint()
+        path = cache_dir() / "environment-hash.json"
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("fingerprint") == fingerprint:
+                return stored["hash"]
+        except (OSError, ValueError, KeyError):
+            pass
+        value = environment_hash()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "hash": value}))
+        tmp.replace(path)
+        return value
+    except Exception:  # a hash is a convenience; never fail an evaluation for it
+        return None

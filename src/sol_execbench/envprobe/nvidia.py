@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ._common import Context, Reasons, error_text, find_tool, run_command
+from ._common import UNREAD, Context, Reasons, error_text, find_tool, run_command, start_vendor_block
 from .nvidia_libs import cuda_driver_api_version, probe_libraries
 from .nvidia_libs import empty as empty_libraries
 from .nvml_parse import SMI_FIELDS, cuda_driver_version, parse_nvidia_smi_csv, parse_reading
@@ -47,8 +47,11 @@ class _Reader:
         self.nvml = nvml
         self.causes: list[str] = []
         self.unsupported: list[str] = []
+        self.prefix = ""
+        """Set to ``devices[i].`` while reading device i, so every cause names its GPU."""
 
     def get(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        label = self.prefix + label
         try:
             return _text(fn(*args))
         except Exception as exc:  # noqa: BLE001 - every NVMLError subclass, missing symbols
@@ -75,7 +78,8 @@ def _clock_set(r: _Reader, fn: Any, handle: Any, names: dict[str, int], label: s
 
 def _read_device(r: _Reader, index: int) -> dict[str, Any]:
     n = r.nvml
-    h = r.get(f"devices[{index}]", n.nvmlDeviceGetHandleByIndex, index)
+    r.prefix = f"devices[{index}]."
+    h = r.get("handle", n.nvmlDeviceGetHandleByIndex, index)
     if h is None:
         return {"index": index}
     three = {"sm": n.NVML_CLOCK_SM, "mem": n.NVML_CLOCK_MEM, "graphics": n.NVML_CLOCK_GRAPHICS}
@@ -164,20 +168,27 @@ def _fill_nvml(block: dict[str, Any], why: Reasons) -> None:
     block["unsupported"] = raw.get("unsupported", [])
 
 
-def probe(ctx: Context) -> tuple[dict[str, Any], list[str]]:
-    block, why = empty(), Reasons("nvidia")
+def read_devices() -> tuple[dict[str, Any], list[str]] | None:
+    """The driver and device part (NVML; needs no torch), or None on a host without an NVIDIA driver.
+
+    The snapshot starts this before the torch import so that NVML's start-up overlaps it.
+    """
+    if not driver_present():
+        return None
+    fields, why = {}, Reasons("nvidia")
+    _fill_nvml(fields, why)
+    if fields.get("cuda_driver_version") is None:
+        fields["cuda_driver_version"] = cuda_driver_version(cuda_driver_api_version())
+    return fields, why.lines
+
+
+def probe(ctx: Context, devices: Any = UNREAD) -> tuple[dict[str, Any], list[str]]:
+    """The whole block; ``devices`` is ``read_devices()``'s result when the caller ran it already."""
+    block = empty()
     cuda_build = bool(ctx.torch is not None and getattr(ctx.torch.version, "cuda", None))
-    has_driver = driver_present()
-    if not (has_driver or cuda_build):
-        return block, why.lines  # not an NVIDIA host: nothing is missing
-    block["present"] = True
-    if has_driver:
-        _fill_nvml(block, why)
-    else:
-        why.add("devices", "CUDA build of torch but no NVIDIA driver (/dev/nvidiactl absent)")
-    if block["cuda_driver_version"] is None and has_driver:
-        block["cuda_driver_version"] = cuda_driver_version(cuda_driver_api_version())
-    libraries, lines = probe_libraries(ctx)
-    block["libraries"] = libraries
-    why.lines.extend(lines)
-    return block, why.lines
+    nvml = read_devices() if devices is UNREAD else devices
+    why = start_vendor_block(block, "nvidia", nvml, cuda_build, "CUDA build of torch but no NVIDIA driver (/dev/nvidiactl absent)")
+    if why is None:
+        return block, []  # not an NVIDIA host: nothing is missing
+    block["libraries"], lines = probe_libraries(ctx)
+    return block, why.lines + lines

@@ -10,18 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# nvmlClocksEventReasons / nvmlClocksThrottleReasons bits (nvml.h).
-THROTTLE_REASON_BITS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
+from sol_execbench.platform.clocks import NVML_REASON_BITS
+
+# nvmlClocksEventReasons bit -> name: one table, in the platform layer that also samples clocks.
+THROTTLE_REASON_BITS: dict[int, str] = NVML_REASON_BITS
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
 # nvidia-smi --query-gpu fields, in order, and the raw key each fills.
@@ -217,7 +209,7 @@ def parse_nvidia_smi_csv(text: str) -> dict[str, Any]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(SMI_FIELDS):
             continue
-        values = {key: _smi_value(cell) for (_, key), cell in zip(SMI_FIELDS, cells)}
+        values = {key: _smi_value(cell) for (_, key), cell in zip(SMI_FIELDS, cells, strict=True)}
         driver = driver or values["driver_version"]
         devices.append(_smi_device(values))
     return {"source": "nvidia-smi", "driver_version": driver, "nvml_version": None, "cuda_driver_version": None, "devices": devices}

@@ -10,9 +10,9 @@ import os
 import re
 from collections import Counter
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
-from ._common import Context, Reasons, find_tool, read_text, rocm_root, run_command, run_parts
+from ._common import UNREAD, Context, Reasons, find_tool, read_text, rocm_root, run_command, run_parts, start_vendor_block
 from .rocm_libs import ROCM_LIBS, aotriton, composable_kernel, describe, empty_library, parse_version_header, tensile
 from .rocm_smi import empty as empty_smi
 from .rocm_smi import read_smi
@@ -75,9 +75,13 @@ def parse_hipconfig_version(text: str) -> str | None:
     return match.group(0) if match else None
 
 
-def present(ctx: Context) -> bool:
-    hip_build = bool(ctx.torch is not None and getattr(ctx.torch.version, "hip", None))
-    return hip_build or os.path.exists("/dev/kfd") or rocm_root().is_dir()
+def installed() -> bool:
+    """A ROCm installation or the amdgpu compute device is here (no torch needed to tell)."""
+    return os.path.exists("/dev/kfd") or rocm_root().is_dir()
+
+
+def _hip_build(ctx: Context) -> bool:
+    return bool(ctx.torch is not None and getattr(ctx.torch.version, "hip", None))
 
 
 def _bin_dirs() -> tuple[str, ...]:
@@ -128,20 +132,32 @@ def _smi(why: Reasons) -> dict[str, Any]:
     return block
 
 
-def probe(ctx: Context) -> tuple[dict[str, Any], list[str]]:
-    block, why = empty(), Reasons("rocm")
-    if not present(ctx):
-        return block, why.lines
-    block.update(present=True, rocm_path=os.path.realpath(rocm_root()))
-    _versions(block, why)
-    parts: dict[str, Callable[[Reasons], Any]] = {"hip": _hip, "agents": _agents}
-    parts.update({lib.key: partial(describe, lib, ctx.loaded) for lib in ROCM_LIBS})
-    parts["smi"] = _smi
-    results, lines = run_parts("rocm", parts)
+def read_tools() -> tuple[dict[str, Any], list[str]] | None:
+    """Release, HIP, agents, amd-smi and CK headers (needs no torch), or None without a ROCm install.
+
+    The snapshot starts this before the torch import: hipconfig and amd-smi take a while.
+    """
+    if not installed():
+        return None
+    fields: dict[str, Any] = {"rocm_path": os.path.realpath(rocm_root())}
+    why = Reasons("rocm")
+    _versions(fields, why)
+    results, lines = run_parts("rocm", {"hip": _hip, "agents": _agents, "smi": _smi})
     why.lines.extend(lines)
-    block.update(hip=results["hip"], agents=results["agents"], smi=results["smi"])
-    block["libraries"] = {lib.key: results[lib.key] for lib in ROCM_LIBS}
-    block["composable_kernel"] = composable_kernel(why)
+    fields.update(results)
+    fields["composable_kernel"] = composable_kernel(why)
+    return fields, why.lines
+
+
+def probe(ctx: Context, tools: Any = UNREAD) -> tuple[dict[str, Any], list[str]]:
+    """The whole block; ``tools`` is ``read_tools()``'s result when the caller ran it already."""
+    block = empty()
+    found = read_tools() if tools is UNREAD else tools
+    cause = "ROCm build of torch but no ROCm installation ($ROCM_PATH or /opt/rocm) and no /dev/kfd"
+    why = start_vendor_block(block, "rocm", found, _hip_build(ctx), cause)
+    if why is None:
+        return block, []  # not a ROCm host: nothing is missing
+    block["libraries"], lines = run_parts("rocm", {lib.key: partial(describe, lib, ctx.loaded) for lib in ROCM_LIBS})
     block["tensile"] = tensile(block["libraries"])
     block["aotriton"] = aotriton()
-    return block, why.lines
+    return block, why.lines + lines

@@ -39,6 +39,8 @@ _AFTER_TORCH: dict[str, Callable[[Context], tuple[dict, list[str]]]] = {
     "nvidia": nvidia.probe,
     "rocm": rocm.probe,
 }
+# Parts of the late blocks that need no torch, started with the early ones and handed to them.
+_PREFETCH: dict[str, Callable[[], Any]] = {"nvidia": nvidia.read_devices, "rocm": rocm.read_tools}
 EMPTY_BLOCKS: dict[str, Callable[[], dict[str, Any]]] = {
     "host": host.empty,
     "python": python_env.empty,
@@ -68,6 +70,13 @@ def _guarded(name: str, fn: Callable[..., tuple[dict, list[str]]], *args: Any) -
     return conform(EMPTY_BLOCKS[name](), block), list(reasons)
 
 
+def _late(fn: Callable[..., tuple[dict, list[str]]], prefetched: Any) -> Callable[[Context], tuple[dict, list[str]]]:
+    """``fn(ctx)``, or ``fn(ctx, <prefetched part>)``; a prefetch that raised re-raises inside the block's guard."""
+    if prefetched is None:
+        return fn
+    return lambda ctx: fn(ctx, prefetched.result())
+
+
 def empty_snapshot(extended: bool = False) -> dict[str, Any]:
     """A snapshot with every block null: the shape every snapshot has."""
     snap: dict[str, Any] = {
@@ -89,9 +98,10 @@ def _collect(extended: bool) -> dict[str, Any]:
     results: dict[str, tuple[dict[str, Any], list[str]]] = {}
     with ThreadPoolExecutor(max_workers=8) as pool:
         early = {name: pool.submit(_guarded, name, fn) for name, fn in _INDEPENDENT.items()}
+        prefetched = {name: pool.submit(fn) for name, fn in _PREFETCH.items()}
         torch, torch_error = import_torch()
         ctx = Context(torch=torch, torch_error=torch_error, extended=extended, loaded=tuple(loaded_libraries()))
-        late = {name: pool.submit(_guarded, name, fn, ctx) for name, fn in _AFTER_TORCH.items()}
+        late = {name: pool.submit(_guarded, name, _late(fn, prefetched.get(name)), ctx) for name, fn in _AFTER_TORCH.items()}
         results.update({name: future.result() for name, future in {**early, **late}.items()})
     for name in BLOCK_ORDER:
         snap[name], lines = results[name]

@@ -9,18 +9,33 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
+PHASE_LOG_ENV = "SOL_EXECBENCH_PHASE_LOG"
+_STARTED = time.perf_counter()
+
+
+def _phase(name: str) -> None:
+    """With SOL_EXECBENCH_PHASE_LOG=1, print when each phase of the child is reached (see -v)."""
+    if os.environ.get(PHASE_LOG_ENV) == "1":
+        print(f"[sol-execbench phase] {time.perf_counter() - _STARTED:8.3f} s  {name}", file=sys.stderr, flush=True)
 
 
 def _load_reference(staging: Path, source: str):
-    path = staging / "_reference.py"
+    """The reference as a module the solution cannot import by name: a random module name, never
+    entered in ``sys.modules``, from a file under a random directory that is not on ``sys.path``."""
+    token = secrets.token_hex(8)
+    folder = staging / f".ref-{token}"
+    folder.mkdir()
+    path = folder / "reference.py"
     path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("_sol_execbench_reference", path)
+    spec = importlib.util.spec_from_file_location(f"_ref_{token}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -39,6 +54,7 @@ def _block_cpp_extension_jit() -> None:
 
 
 def _libs() -> dict[str, str]:
+    _phase("collecting library versions")
     import torch
 
     libs = {"torch": torch.__version__}
@@ -55,11 +71,24 @@ def _libs() -> dict[str, str]:
     return libs
 
 
+def _clock_watch(config: Any, device: Any) -> tuple[Any, str | None, list[str]]:
+    """Clocks read at the start (GPU), and with lock_clocks their check under load (not only the env
+    var): (watch, why the clocks are not locked, notes)."""
+    if not device.is_gpu:
+        return None, None, (["lock_clocks: not verified on the CPU device"] if config.lock_clocks else [])
+    from .clock_watch import ClockWatch
+
+    clocks = ClockWatch(device)
+    return clocks, (clocks.verify_lock() if config.lock_clocks else None), []
+
+
 def run_job(job: dict[str, Any], channel: Any) -> None:
     """Evaluate every workload of ``job``; each outcome is sent as one trace message."""
     from sol_execbench.platform import current
 
+    _phase("child started")
     device = current(job.get("device"))
+    _phase(f"device {device.torch_device} ready")
     if not device.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
 
@@ -70,6 +99,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                                       Solution, Workload)
 
     from . import guards
+    from .activity_watch import ActivityWatch
     from .workload_eval import Context, evaluate_workload
 
     staging = Path(job["staging_dir"])
@@ -87,13 +117,17 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                      log=f"reference could not be loaded: {exc}\n{traceback.format_exc()}")
         return
     custom = getattr(reference, definition.custom_inputs_entrypoint) if definition.custom_inputs_entrypoint else None
-    integrity = guards.IntegritySnapshot()  # before any solution code runs
+    _phase("reference loaded")
+    clocks, problem, clock_notes = _clock_watch(config, device)
+    if problem:
+        channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value, log=problem)
+        return
+    watch = ActivityWatch()  # before any solution code runs; installs its thread counter
+    integrity = guards.IntegritySnapshot()  # after the watch, so its counter is among what is watched
     build = BuildRecord(language=solution.spec.languages[0].value, build_time_s=job.get("build_time_s"),
                         cached=job.get("build_cached"))
     if not solution.spec.is_native:
         _block_cpp_extension_jit()
-    import time
-
     began = time.perf_counter()
     try:
         fn = builder_for(solution).load(solution, staging / "solution", job.get("build_artifacts", {}))
@@ -115,11 +149,14 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   dps=solution.spec.destination_passing_style, reference_fn=reference.run, custom_inputs_fn=custom,
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
-                  env_hash=job.get("env_hash"), warnings=list(job.get("warnings", [])))
+                  env_hash=job.get("env_hash"), warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
+                  clocks=clocks)
+    _phase("solution loaded")
     for workload in workloads:
         channel.send("start", uuid=workload.uuid)
         trace = evaluate_workload(ctx, workload)
         channel.send("trace", trace=trace.model_dump(mode="json"))
+        _phase(f"workload {workload.uuid} done")
     channel.send("done")
 
 

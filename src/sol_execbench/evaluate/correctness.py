@@ -29,6 +29,15 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float32)
 
 
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """Index of a flat position (torch.unravel_index would import sympy: ~1 s per child)."""
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
+
+
 def compare(output: torch.Tensor, reference: torch.Tensor, tol: ToleranceSpec) -> Comparison:
     x, y = _as_float(output), _as_float(reference)
     x_bad, y_bad = ~torch.isfinite(x), ~torch.isfinite(y)
@@ -57,7 +66,7 @@ def compare(output: torch.Tensor, reference: torch.Tensor, tol: ToleranceSpec) -
     max_abs = float(abs_err.max())
     max_rel = float((abs_err / y.abs().clamp(min=tol.max_atol)).max())
     flat_worst = int(abs_err.argmax())
-    worst = [int(i) for i in torch.unravel_index(torch.tensor(flat_worst), abs_err.shape)] if abs_err.dim() else []
+    worst = _unravel(flat_worst, tuple(abs_err.shape))
     failed = matched < tol.required_matched_ratio
     reason = f"matched ratio {matched:.4f} < required {tol.required_matched_ratio}" if failed else None
     if tol.max_error_cap is not None and max_abs > tol.max_error_cap:

@@ -1,77 +1,201 @@
-"""Checks against solutions that tamper with the measurement (basic set).
+"""Checks against solutions that tamper with the measurement (see docs/security.md).
 
-- integrity: the harness functions and timer entry points are recorded before solution code is
-  imported; a replaced one is REWARD_HACK.
-- outputs must be plain ``torch.Tensor`` (no subclasses, no lazy proxies).
-- threads the solution starts and leaves running across the timed region are REWARD_HACK.
+- integrity: every function, method and constant of the harness's own modules, and the timer,
+  profiler, stream/event/graph and tensor entry points it relies on, recorded before solution
+  code is imported; a replaced one is REWARD_HACK.
+- outputs: plain ``torch.Tensor`` only (no subclasses, no lazy proxies), sharing no memory with
+  an input (not the input, not a view of it).
+- inputs: an exact-change checksum before and after each solution call (inputs are read-only).
+- destination outputs: guard bands with random canaries before and after each output, checked
+  after each call (an out-of-bounds write is REWARD_HACK).
 """
 
 from __future__ import annotations
 
 import importlib
-import threading
+import inspect
+import secrets
+import sys
 from typing import Any
 
 import torch
 
-# (module, dotted attribute) pairs whose identity must not change once solution code runs.
-_WATCHED = [
-    ("time", "perf_counter"),
-    ("time", "perf_counter_ns"),
-    ("torch", "cuda.synchronize"),
-    ("torch", "cuda.Event.record"),
-    ("torch", "cuda.Event.elapsed_time"),
-    ("torch", "cuda.Event.synchronize"),
-    ("sol_execbench.evaluate.timing", "time_calls"),
-    ("sol_execbench.evaluate.timing", "_time_events"),
-    ("sol_execbench.evaluate.timing", "_time_cpu"),
-    ("sol_execbench.evaluate.timing", "FreshArgs.__call__"),
-    ("sol_execbench.evaluate.timing", "L2Flusher.flush"),
-    ("sol_execbench.evaluate.timing", "summarize"),
-    ("sol_execbench.evaluate.correctness", "compare"),
-    ("sol_execbench.evaluate.inputs", "make_inputs"),
-    ("sol_execbench.evaluate.guards", "foreign_output_types"),
-    ("sol_execbench.evaluate.workload_eval", "evaluate_workload"),
-    ("sol_execbench.evaluate.workload_eval", "_measure"),
-    ("sol_execbench.evaluate.workload_eval", "_call"),
-]
+# Classes whose attributes (resolved through the MRO, so a shadowing assignment is seen) are
+# watched, and modules whose callables are watched.
+_WATCHED_CLASSES = [("torch.cuda", "Event"), ("torch.cuda", "Stream"), ("torch.cuda", "CUDAGraph"),
+                    ("torch.cuda", "graph"), ("torch.profiler", "profile"), ("torch.autograd.profiler", "record_function"),
+                    ("threading", "Thread"), ("pydantic", "BaseModel")]
+_WATCHED_MODULES = ["time", "json", "hmac", "torch.cuda", "torch.profiler", "torch.autograd.profiler"]
+_WATCHED_ATTRIBUTES = [("threading", "_start_new_thread"), ("threading", "_start_joinable_thread"),
+                       ("_thread", "start_new_thread"), ("os", "write"), ("torch", "equal"), ("torch", "isfinite"),
+                       ("torch", "empty"), ("torch", "arange")]
+_TENSOR_METHODS = ["copy_", "clone", "zero_", "fill_", "as_strided", "narrow", "view", "reshape", "contiguous", "to",
+                   "sum", "abs", "untyped_storage", "data_ptr", "element_size", "numel", "__getitem__", "__setitem__",
+                   "__ne__", "__eq__"]
+_KEPT_DUNDERS = {"__call__", "__init__", "__enter__", "__exit__"}
+_HARNESS_PREFIXES = ("sol_execbench.evaluate", "sol_execbench.schema", "sol_execbench.platform", "sol_execbench.build")
+# Harness tables whose contents (not only identity) must not change: the timing-method registry.
+_WATCHED_TABLES = [("sol_execbench.evaluate.timing", "METHODS"), ("sol_execbench.evaluate.timing", "_FALLBACKS")]
+GUARD_BYTES = 4096  # each side of a destination output; a multiple of 512 keeps outputs aligned
+_MISSING = object()
+
+Held = tuple[str, Any, str, Any]  # (label, live namespace mapping, name, the object found there or _MISSING)
 
 
-def _resolve(module: str, dotted: str) -> Any:
-    obj: Any = importlib.import_module(module)
-    for part in dotted.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
+def _resolution(label: str, cls: type, name: str) -> list[Held]:
+    """Where ``cls.name`` resolves along the MRO: each class up to the definer must keep not
+    defining it (a shadowing assignment) and the definer must keep its object."""
+    held = []
+    for klass in cls.__mro__:
+        namespace = vars(klass)
+        value = namespace.get(name, _MISSING)
+        held.append((label, namespace, name, value))
+        if value is not _MISSING:
+            break
+    return held
+
+
+def _public_names(cls: type) -> list[str]:
+    return [n for n in dir(cls) if not (n.startswith("__") and n not in _KEPT_DUNDERS)]
+
+
+def _harness_modules() -> list[str]:
+    return sorted(name for name in list(sys.modules) if name.startswith(_HARNESS_PREFIXES))
 
 
 class IntegritySnapshot:
-    """Identities of the watched functions and of the timing-method table, taken at construction."""
+    """Identities of everything watched, taken at construction (before solution code runs).
+
+    Checking is a dictionary lookup and an identity comparison per entry, so it runs after every
+    call. ``check`` is a bound method taken at construction, so replacing the class's method
+    later does not change what the harness calls.
+    """
 
     def __init__(self) -> None:
-        from sol_execbench.evaluate import timing
+        self._held: list[Held] = []
+        for modname in _harness_modules():
+            self._watch_module(modname, callables_only=False, own_classes=True)
+        for modname in _WATCHED_MODULES:
+            self._watch_module(modname, callables_only=True, own_classes=False)
+        for modname, clsname in _WATCHED_CLASSES:
+            cls = getattr(importlib.import_module(modname), clsname, None)
+            if isinstance(cls, type):
+                for name in _public_names(cls):
+                    self._held.extend(_resolution(f"{modname}.{clsname}.{name}", cls, name))
+        for modname, name in _WATCHED_ATTRIBUTES:
+            module = importlib.import_module(modname)
+            if hasattr(module, name):
+                self._held.append((f"{modname}.{name}", vars(module), name, vars(module)[name]))
+        for name in _TENSOR_METHODS:
+            self._held.extend(_resolution(f"torch.Tensor.{name}", torch.Tensor, name))
+        self._tables = [(f"{m}.{n}", table, dict(table)) for m, n in _WATCHED_TABLES
+                        if isinstance(table := getattr(importlib.import_module(m), n, None), dict)]
+        self.check = self._tampered
 
-        self._ids = [(m, a, id(_resolve(m, a))) for m, a in _WATCHED]
-        self._methods = dict(timing.METHODS)
+    def _watch_module(self, modname: str, callables_only: bool, own_classes: bool) -> None:
+        module = sys.modules.get(modname) or importlib.import_module(modname)
+        namespace = vars(module)
+        for name, value in list(namespace.items()):
+            if name.startswith("__") or inspect.ismodule(value) or (callables_only and not callable(value)):
+                continue
+            self._held.append((f"{modname}.{name}", namespace, name, value))
+            if own_classes and isinstance(value, type) and getattr(value, "__module__", None) == modname:
+                for member in _public_names(value):  # inherited too: Trace.model_dump = ... shadows BaseModel's
+                    self._held.extend(_resolution(f"{modname}.{name}.{member}", value, member))
+
+    def _tampered(self) -> list[str]:
+        changed = [label for label, namespace, name, obj in self._held if namespace.get(name, _MISSING) is not obj]
+        for label, table, contents in self._tables:
+            if table.keys() != contents.keys() or any(table[k] is not v for k, v in contents.items()):
+                changed.append(label)
+        return sorted(set(changed))
 
     def tampered(self) -> list[str]:
-        from sol_execbench.evaluate import timing
+        return self.check()
 
-        changed = [f"{m}.{a}" for m, a, ident in self._ids if id(_resolve(m, a)) != ident]
-        if timing.METHODS != self._methods:
-            changed.append("sol_execbench.evaluate.timing.METHODS")
-        return changed
 
+# -- outputs -------------------------------------------------------------------------------------
 
 def foreign_output_types(outputs: list[Any]) -> list[str]:
     """Type names of outputs that are not exactly ``torch.Tensor``."""
     return [type(t).__name__ for t in outputs if type(t) is not torch.Tensor]
 
 
-def live_threads() -> set[int]:
-    return {t.ident for t in threading.enumerate() if t.is_alive() and t.ident is not None}
+def _extent(t: torch.Tensor) -> tuple[str, int, int] | None:
+    storage = t.untyped_storage()
+    if storage.nbytes() == 0:
+        return None
+    return str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
-def new_threads(before: set[int]) -> list[str]:
-    return [t.name for t in threading.enumerate() if t.is_alive() and t.ident not in before]
+def shared_memory(outputs: list[Any], output_names: list[str], inputs: list[Any], input_names: list[str]) -> list[str]:
+    """'output y shares memory with input x' for every output whose storage overlaps an input's."""
+    found = []
+    input_extents = [(n, _extent(v)) for n, v in zip(input_names, inputs) if isinstance(v, torch.Tensor)]
+    for out_name, out in zip(output_names, outputs):
+        if not isinstance(out, torch.Tensor) or (extent := _extent(out)) is None:
+            continue
+        for in_name, other in input_extents:
+            if other is not None and other[0] == extent[0] and other[1] < extent[2] and extent[1] < other[2]:
+                found.append(f"output '{out_name}' shares memory with input '{in_name}'")
+    return found
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+_CHUNK_BYTES = 1 << 24
+_MASK64 = (1 << 64) - 1
+
+
+def tensor_checksum(t: torch.Tensor) -> int:
+    """Position-weighted sum of the tensor's bytes: any single change alters it (not cryptographic)."""
+    if t.numel() == 0:
+        return 0
+    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    total = 0
+    for start in range(0, flat.numel(), _CHUNK_BYTES):
+        part = flat[start:start + _CHUNK_BYTES].to(torch.int64)
+        weights = torch.arange(start, start + part.numel(), dtype=torch.int64, device=part.device) % 65521 + 1
+        total = (total + int((part * weights).sum())) & _MASK64
+    return total
+
+
+def checksums(values: list[Any]) -> list[int | None]:
+    return [tensor_checksum(v) if isinstance(v, torch.Tensor) else None for v in values]
+
+
+def changed(names: list[str], before: list[int | None], after: list[int | None]) -> list[str]:
+    return [n for n, b, a in zip(names, before, after) if b is not None and b != a]
+
+
+# -- destination outputs with guard bands ---------------------------------------------------------
+
+class GuardedOutputs:
+    """Destination outputs, each inside a buffer with random canary bands before and after it."""
+
+    def __init__(self, outputs: list[torch.Tensor], names: list[str]):
+        self.names = names
+        self.tensors: list[torch.Tensor] = []
+        self._buffers: list[tuple[torch.Tensor, int]] = []
+        device = outputs[0].device if outputs else torch.device("cpu")
+        generator = torch.Generator().manual_seed(secrets.randbits(63))
+        self._canary = torch.randint(0, 256, (GUARD_BYTES,), dtype=torch.uint8, generator=generator).to(device)
+        for out in outputs:
+            nbytes = out.numel() * out.element_size()
+            buffer = torch.empty(2 * GUARD_BYTES + nbytes, dtype=torch.uint8, device=out.device)
+            buffer[:GUARD_BYTES].copy_(self._canary)
+            buffer[GUARD_BYTES + nbytes:].copy_(self._canary)
+            view = buffer[GUARD_BYTES:GUARD_BYTES + nbytes].view(out.dtype).reshape(out.shape)
+            view.copy_(out)  # the poison the caller filled in
+            self.tensors.append(view)
+            self._buffers.append((buffer, nbytes))
+
+    def violations(self) -> list[str]:
+        found = []
+        for name, (buffer, nbytes) in zip(self.names, self._buffers):
+            before = int((buffer[:GUARD_BYTES] != self._canary).sum())
+            after = int((buffer[GUARD_BYTES + nbytes:] != self._canary).sum())
+            if before or after:
+                found.append(f"output '{name}': {before} byte(s) of the {GUARD_BYTES}-byte guard band before it and "
+                             f"{after} after it were overwritten")
+        return found

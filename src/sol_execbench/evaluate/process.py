@@ -28,6 +28,7 @@ class ChildRun:
     timed_out: bool = False
     memory_exceeded_bytes: int | None = None
     wall_s: float = 0.0
+    warm: bool = False  # the child came from the warm pool
 
 
 def _session_rss_bytes(session_id: int) -> int:
@@ -49,7 +50,7 @@ def _session_rss_bytes(session_id: int) -> int:
     return total
 
 
-def _kill_session(proc: subprocess.Popen) -> None:
+def _kill_session(proc: Any) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -64,9 +65,56 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+class _WarmProcess:
+    """A handed-out warm child: not our child (the pool server reaps it), watched through /proc."""
+
+    def __init__(self, child: Any):
+        self.child, self.pid, self.returncode = child, child.pid, None
+
+    def poll(self) -> int | None:
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = b"X"
+        if state in (b"Z", b"X"):
+            from .warm_pool import wait_exit_code
+
+            code = wait_exit_code(self.child, timeout=5)
+            self.returncode = code if code is not None else -signal.SIGKILL
+        return self.returncode
+
+    def wait(self) -> int | None:
+        while self.poll() is None:
+            time.sleep(_POLL_S)
+        return self.returncode
+
+
+def _start(job_path: Path, log_path: Path, env: dict[str, str], write_fd: int, wrapper: list[str] | None,
+           warm_device: str | None, use_warm: bool) -> tuple[Any, bool]:
+    """A warm child from the pool when one fits, else a fresh ``python -m ...child`` process."""
+    if use_warm and not wrapper:
+        from .warm_pool import hand_job, take_warm_child
+
+        child = take_warm_child(warm_device, env)
+        if child is not None:
+            with open(log_path, "ab") as log:
+                if hand_job(child, job_path, env, [write_fd, log.fileno()]):
+                    return _WarmProcess(child), True
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*(wrapper or []), sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+    return proc, False
+
+
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
-              env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None]) -> ChildRun:
-    """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit."""
+              env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
+              wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False) -> ChildRun:
+    """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit.
+
+    ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
+    pre-started child from a running warm pool (``sol-execbench worker start``) when one fits."""
     run = ChildRun()
     read_fd, write_fd = os.pipe()
     key = new_key()
@@ -77,10 +125,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
         on_message(message)
 
     began = time.monotonic()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+    proc, run.warm = _start(job_path, log_path, env, write_fd, wrapper, warm_device, use_warm)
     os.close(write_fd)
     reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
     reader.start()
@@ -130,3 +175,16 @@ def tail(path: Path, max_bytes: int = 8000) -> tuple[str, int]:
     except OSError:
         return "", 0
     return data[-max_bytes:].decode(errors="replace"), data.count(b"\n")
+
+
+def protect_from_children() -> bool:
+    """Make this (parent) process non-dumpable, so a same-user child cannot open its
+    /proc/<pid>/fd/* (its stdout, the -o file) or /proc/<pid>/mem. Linux only; root children are
+    not stopped. Side effect: no core dumps and no ptrace attach by non-root users. True if set."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        return False

@@ -17,9 +17,10 @@ from sol_execbench.build import BuildFailure, builder_for
 from sol_execbench.build.base import write_sources
 from sol_execbench.platform import host_memory_bytes, vendor_hint
 from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Environment, Evaluation,
-                                  EvaluationStatus as S, Solution, Trace, Workload)
+                                  EvaluationStatus as S, SanitizerReport, Solution, Trace, Workload)
 
 from .process import ChildRun, describe_exit, run_child, tail
+from .sanitize import run_sanitizer
 
 CLOCKS_LOCKED_ENV = "SOL_EXECBENCH_CLOCKS_LOCKED"
 DEFAULT_MEMORY_FRACTION = 0.8
@@ -43,6 +44,8 @@ class EvalOptions:
     env_hash: str | None = None
     output_path: Path | None = None  # where -o writes; the no-trace sidecar goes beside it
     use_build_cache: bool = True
+    use_warm_pool: bool = True  # take a pre-started child from `sol-execbench worker start` when one fits
+    sanitize: bool = False  # also run one call per workload under a memory checker (--sanitize)
     warnings: list[str] = field(default_factory=list)  # carried into every trace
     on_trace: Callable[[Trace], None] | None = None
     on_log: Callable[[str], None] | None = None  # -v: the child's output after each run
@@ -56,8 +59,15 @@ class _State:
     traces: dict[str, Trace] = field(default_factory=dict)
     hardware: str | None = None
     device: DeviceRecord | None = None
+    sanitizer: dict[str, SanitizerReport] = field(default_factory=dict)
 
     def add(self, trace: Trace) -> None:
+        report = self.sanitizer.get(trace.workload.uuid)
+        if report is not None and trace.evaluation is not None:
+            trace.evaluation.sanitizer = report
+            if report.errors:
+                trace.evaluation.warnings.append(f"--sanitize: {report.tool} found {report.errors} problem(s): "
+                                                 f"{report.findings[0]}")
         self.traces[trace.workload.uuid] = trace
         if self.options.on_trace:
             self.options.on_trace(trace)
@@ -96,7 +106,8 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     if config.lock_clocks and os.environ.get(CLOCKS_LOCKED_ENV) != "1":
         for w in workloads:
             state.fail(w, S.RUNTIME_ERROR, f"lock_clocks is set but GPU clocks are not locked ({CLOCKS_LOCKED_ENV} "
-                                           f"is '{os.environ.get(CLOCKS_LOCKED_ENV, '')}', expected '1')")
+                                           f"is '{os.environ.get(CLOCKS_LOCKED_ENV, '')}', expected '1'; with it set, "
+                                           "the clocks are also measured under load)")
         return
     source_dir = staging / "solution"
     write_sources(state.solution, source_dir)
@@ -115,7 +126,9 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "warnings": opts.warnings, "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
     }
-    deadline = began + opts.timeout_s
+    if opts.sanitize:
+        state.sanitizer = run_sanitizer(job, workloads, staging, opts.device, opts.timeout_s)
+    deadline = time.monotonic() + opts.timeout_s if opts.sanitize else began + opts.timeout_s
     _run_children(state, workloads, job, staging, deadline)
 
 
@@ -143,7 +156,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
 
         start_size = log_path.stat().st_size if log_path.exists() else 0
         run = run_child(job_path, log_path, timeout_s=max(0.0, deadline - time.monotonic()),
-                        memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message)
+                        memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message,
+                        warm_device=opts.device, use_warm=opts.use_warm_pool)
         if opts.on_log:
             opts.on_log(_read_from(log_path, start_size))
         produced = _collect(state, pending, run)
@@ -213,6 +227,12 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
     reason = describe_exit(run)
     if crash is not None:
         reason = f"the evaluation raised: {crash.get('log', '')}"
+    elif run.returncode == 0 and in_progress:  # a clean exit mid-workload: os._exit(0) / sys.exit(0)
+        early = next(w for w in pending if w.uuid == in_progress[0])
+        state.fail(early, S.REWARD_HACK, f"the evaluation process exited with status 0 while this workload was being "
+                                         "evaluated (os._exit or sys.exit in the solution): an early exit cannot produce "
+                                         f"a result\n--- child output (last of {lines} lines) ---\n{log_tail}")
+        return True
     detail = f"{reason}\n--- child output (last of {lines} lines) ---\n{log_tail}"
     if not in_progress:  # died before reaching a workload: every one would die the same way
         for w in pending:

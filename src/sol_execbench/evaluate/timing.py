@@ -1,19 +1,22 @@
-"""Timing the calls of a solution or reference.
+"""Timing the calls of a solution or reference (see docs/timing.md).
 
-Every timed call gets its arguments at a new address (``FreshArgs``) and starts with a cold L2
-(``L2Flusher``); neither the copy nor the flush is inside the timed span. Methods:
+Every timed call gets its arguments at a new address (``FreshArgs``), with contents rotated
+over a bank of distinct input sets, and starts with a cold L2 (``L2Flusher``); neither the copy
+nor the flush is inside the timed span. Methods (``timing_methods``):
 
-- ``events``: device events recorded on the current stream immediately before and after each
-  call; no host synchronisation between calls, so queued work runs back to back and the span
-  is the call's device work plus any launch gaps inside it.
-- ``cpu``: host clock around each call (CPU device only; needs SOL_EXECBENCH_ALLOW_CPU_TIMING=1).
+- ``device`` (default on GPUs): per call, first kernel start to last kernel end of everything it
+  launched on any stream, from the profiler's activity records; plus the host span of the call.
+- ``events``: device events around each call on the current stream, calls queued back to back.
+- ``graph``: one graph captured per input set, replays timed by events (comparison only).
+- ``cpu``: host clock around each call (CPU device only).
+
+A method that cannot run falls back (graph -> device -> events) and the note says why.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -21,43 +24,103 @@ import torch
 from sol_execbench.platform import DeviceInfo
 from sol_execbench.schema import TimingStats
 
+from .timing_methods.base import CallKeeper, MethodResult, MethodUnavailable, TimedCalls, synchronize
+from .timing_methods.device import time_device
+from .timing_methods.eager import time_cpu, time_events
+from .timing_methods.graph import time_graph
+
 _POOL_STEP_BYTES = 256  # shift of each call's data pointer; keeps the alignment kernels expect
+HOST_BOUND_MIN_MS = 0.1  # host spans under 100 us are launch overhead: device time stands
+HOST_BOUND_RATIO = 2.0
+
+__all__ = ["CallKeeper", "FreshArgs", "L2Flusher", "METHODS", "Measurement", "resolve_method", "summarize",
+           "time_calls"]
+
+
+def _flat_view(src: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The tensor's whole memory extent as a 1-D view, and that extent in elements."""
+    if src.numel() == 0:
+        return src.reshape(0), 0
+    span = 1 + sum((n - 1) * s for n, s in zip(src.shape, src.stride()) if n > 1)
+    return src.as_strided((span,), (1,)), span
 
 
 class FreshArgs:
-    """Copies of the inputs at a new address for every call, storing the data about once.
+    """Arguments at a new address for every call, contents rotated over a bank of input sets.
 
-    Each tensor gets a pool ``span + (calls - 1) * step`` elements long; call ``i`` copies the
-    source into offset ``i * step`` and returns a view with the source's shape and strides.
+    ``bank[0]`` fixes the layout; every set must match its shapes, strides and dtypes. Each
+    tensor argument gets a pool ``span + (slots - 1) * step`` elements long; call ``i`` copies
+    set ``i % len(bank)`` into offset ``(i % slots) * step`` and gets a view with the original
+    shape and strides. One call can be given a different set (``substitute``: the audited call).
     """
 
-    def __init__(self, values: list[Any], calls: int):
-        self._calls, self._next = calls, 0
-        self._entries: list[tuple[Any, ...]] = []
-        for v in values:
+    def __init__(self, bank: list[list[Any]], slots: int):
+        first = [v.contiguous() if isinstance(v, torch.Tensor) and any(s < 0 for s in v.stride()) else v
+                 for v in bank[0]]
+        self._bank = [first] + [s for s in bank[1:] if self._same_layout(first, s)]
+        self._slots, self.calls_made = max(1, slots), 0
+        self._substitute: tuple[int, list[Any]] | None = None
+        self._pools: list[tuple[torch.Tensor, int, int] | None] = []
+        for v in first:
             if not isinstance(v, torch.Tensor):
-                self._entries.append(("value", v))
+                self._pools.append(None)
                 continue
-            src = v.contiguous() if any(s < 0 for s in v.stride()) else v
-            span = 1 + sum((n - 1) * s for n, s in zip(src.shape, src.stride()) if n > 1) if src.numel() else 0
-            step = max(1, _POOL_STEP_BYTES // src.element_size())
-            pool = torch.empty(span + (calls - 1) * step, dtype=src.dtype, device=src.device)
-            flat = src.as_strided((span,), (1,)) if span else src.reshape(0)
-            self._entries.append(("tensor", pool, flat, tuple(src.shape), src.stride(), span, step))
+            _, span = _flat_view(v)
+            step = max(1, _POOL_STEP_BYTES // v.element_size())
+            self._pools.append((torch.empty(span + (self._slots - 1) * step, dtype=v.dtype, device=v.device), span, step))
+
+    @staticmethod
+    def _same_layout(first: list[Any], other: list[Any]) -> bool:
+        if len(first) != len(other):
+            return False
+        for a, b in zip(first, other):
+            if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+                return False
+            if isinstance(a, torch.Tensor) and (a.shape, a.stride(), a.dtype, a.device) != (b.shape, b.stride(), b.dtype, b.device):
+                return False
+        return True
+
+    @property
+    def input_sets(self) -> int:
+        return len(self._bank)
+
+    def substitute(self, call_index: int, values: list[Any]) -> bool:
+        """Give call ``call_index`` these values instead (same layout); False if they do not fit."""
+        if not self._same_layout(self._bank[0], values):
+            return False
+        self._substitute = (call_index, values)
+        return True
+
+    def _source(self, call_index: int) -> list[Any]:
+        if self._substitute is not None and self._substitute[0] == call_index:
+            return self._substitute[1]
+        return self._bank[call_index % len(self._bank)]
 
     def __call__(self) -> list[Any]:
-        if self._next >= self._calls:
-            raise RuntimeError(f"FreshArgs made for {self._calls} calls, asked for more")
-        i, self._next = self._next, self._next + 1
+        i, self.calls_made = self.calls_made, self.calls_made + 1
         out: list[Any] = []
-        for entry in self._entries:
-            if entry[0] == "value":
-                out.append(entry[1])
+        for value, pool in zip(self._source(i), self._pools):
+            if pool is None:
+                out.append(value)
                 continue
-            _, pool, flat, shape, stride, span, step = entry
-            pool.narrow(0, i * step, span).copy_(flat)
-            out.append(pool.as_strided(shape, stride, i * step))
+            buffer, span, step = pool
+            offset = (i % self._slots) * step
+            flat, _ = _flat_view(value)
+            buffer.narrow(0, offset, span).copy_(flat)
+            out.append(buffer.as_strided(value.shape, value.stride(), offset))
         return out
+
+    def persistent_sets(self, count: int) -> tuple[list[list[Any]], int | None]:
+        """``count`` argument sets that stay valid together (graph capture), each its own
+        allocation; the substitute set, if any, is among them at the returned position."""
+        audit_at = None
+        sets = []
+        for k in range(count):
+            source = self._bank[k % len(self._bank)]
+            if self._substitute is not None and k == self._substitute[0] % count:
+                source, audit_at = self._substitute[1], k
+            sets.append([v.clone() if isinstance(v, torch.Tensor) else v for v in source])
+        return sets, audit_at
 
 
 class L2Flusher:
@@ -77,9 +140,20 @@ class Measurement:
     times_ms: list[float]
     method: str
     note: str | None = None
+    device_ms: list[float] | None = None
+    host_ms: list[float] | None = None
+    host_bound: bool | None = None
+    input_sets: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    suspicious: list[str] = field(default_factory=list)
 
     def stats(self) -> TimingStats:
-        return summarize(self.times_ms, self.method, self.note)
+        stats = summarize(self.times_ms, self.method, self.note)
+        stats.device_median_ms = statistics.median(self.device_ms) if self.device_ms else None
+        stats.host_median_ms = statistics.median(self.host_ms) if self.host_ms else None
+        stats.host_bound = self.host_bound
+        stats.input_sets = self.input_sets
+        return stats
 
 
 def summarize(times_ms: list[float], method: str, note: str | None = None) -> TimingStats:
@@ -94,45 +168,90 @@ def summarize(times_ms: list[float], method: str, note: str | None = None) -> Ti
                        std_ms=std, iqr_ms=iqr, min_ms=ordered[0], max_ms=ordered[-1], note=note)
 
 
-def _time_events(fn: Callable, next_args: Callable[[], list], iterations: int, flusher: L2Flusher,
-                 device: DeviceInfo) -> list[float]:
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    for start, end in zip(starts, ends):
-        args = next_args()
-        flusher.flush()
-        start.record()
-        fn(*args)
-        end.record()
-    torch.cuda.synchronize(device.torch_device)
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+METHODS: dict[str, Callable[[TimedCalls], MethodResult]] = {
+    "device": time_device, "events": time_events, "graph": time_graph, "cpu": time_cpu,
+}
+_FALLBACKS = {"graph": ["graph", "device", "events"], "device": ["device", "events"], "events": ["events"],
+              "cpu": ["cpu"]}
 
 
-def _time_cpu(fn: Callable, next_args: Callable[[], list], iterations: int, flusher: L2Flusher,
-              device: DeviceInfo) -> list[float]:
-    times = []
-    for _ in range(iterations):
-        args = next_args()
-        begin = time.perf_counter_ns()
-        fn(*args)
-        times.append((time.perf_counter_ns() - begin) / 1e6)
-    return times
+def resolve_method(requested: str | None, device: DeviceInfo) -> tuple[str, str | None]:
+    """The method to try first, and a note when it is not what was asked for."""
+    requested = requested or "auto"
+    if not device.is_gpu:
+        if requested in ("auto", "cpu"):
+            return "cpu", None
+        return "cpu", f"timing.method '{requested}' needs a GPU; the host clock was used"
+    if requested == "auto":
+        return "device", None
+    if requested == "cpu":
+        return "device", "timing.method 'cpu' does not time GPU work; the device method was used"
+    return requested, None
 
 
-METHODS: dict[str, Callable[..., list[float]]] = {"events": _time_events, "cpu": _time_cpu}
+def choose_latency(device_ms: list[float | None], host_ms: list[float]) -> tuple[list[float], bool, list[str]]:
+    """Per-call times to report: device spans, or host spans where the host dominates.
+
+    The host span is reported when its median exceeds 100 us and twice the device median (work
+    done on the host, a result copied up); calls that launched nothing report their host span.
+    """
+    measured = [d for d in device_ms if d is not None]
+    notes = []
+    if not measured:
+        return list(host_ms), True, ["no device activity was recorded for any timed call: host span reported"]
+    missing = sum(d is None for d in device_ms)
+    if missing:
+        notes.append(f"{missing} timed call(s) launched no device work: their host span is used")
+    device_times = [h if d is None else d for d, h in zip(device_ms, host_ms)]
+    host_med, dev_med = statistics.median(host_ms), statistics.median(device_times)
+    if host_med > HOST_BOUND_MIN_MS and host_med > HOST_BOUND_RATIO * dev_med:
+        notes.append(f"host-bound: host span {host_med * 1e3:.1f} us > 100 us and > {HOST_BOUND_RATIO:g}x the device "
+                     f"span {dev_med * 1e3:.1f} us; host span reported")
+        return list(host_ms), True, notes
+    return device_times, False, notes
 
 
-def default_method(device: DeviceInfo) -> str:
-    return "events" if device.is_gpu else "cpu"
+def _run_with_fallback(first: str, calls: TimedCalls, notes: list[str],
+                       suspicious: list[str]) -> tuple[str, MethodResult]:
+    chain = _FALLBACKS[first]
+    for position, name in enumerate(chain):
+        try:
+            return name, METHODS[name](calls)
+        except MethodUnavailable as exc:
+            synchronize(calls.device)
+            if exc.suspicious:
+                suspicious.append(exc.reason)
+            if position + 1 == len(chain):
+                raise
+            notes.append(f"{name} unavailable ({exc.reason}); fell back to {chain[position + 1]}")
+    raise AssertionError("unreachable")
 
 
 def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: int, device: DeviceInfo,
-               flusher: L2Flusher, method: str | None = None) -> Measurement:
-    """Warm up, then time ``iterations`` calls of ``fn``, each on the next fresh arguments."""
-    method = method or default_method(device)
+               flusher: L2Flusher, method: str | None = None, keeper: CallKeeper | None = None,
+               region: Any = None) -> Measurement:
+    """Warm up, then time ``iterations`` calls of ``fn``, each on the next fresh arguments.
+
+    ``keeper`` keeps one timed call's outputs (the audit); ``region`` (activity_watch) samples
+    the solution's threads around every call, warm-up included.
+    """
+    first, resolved_note = resolve_method(method, device)
+    notes = [resolved_note] if resolved_note else []
+    calls = TimedCalls(fn, next_args, iterations, flusher, device, keeper, region)
     for _ in range(warmup):
-        fn(*next_args())
-    if device.is_gpu:
-        torch.cuda.synchronize(device.torch_device)
-    times = METHODS[method](fn, next_args, iterations, flusher, device)
-    return Measurement(times, method)
+        args = next_args()
+        calls.enter_call()
+        fn(*args)
+        calls.exit_call()
+    synchronize(device)
+    suspicious: list[str] = []
+    name, result = _run_with_fallback(first, calls, notes, suspicious)
+    notes.extend(result.notes)
+    m = Measurement(result.times_ms, name, device_ms=None, host_ms=result.host_ms, input_sets=next_args.input_sets,
+                    warnings=result.warnings, suspicious=suspicious + result.suspicious)
+    if result.device_ms is not None and result.host_ms:
+        m.times_ms, m.host_bound, extra = choose_latency(result.device_ms, result.host_ms)
+        m.device_ms = [d for d in result.device_ms if d is not None] or None
+        notes.extend(extra)
+    m.note = "; ".join(notes) or None
+    return m

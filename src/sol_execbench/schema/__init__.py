@@ -1,7 +1,7 @@
 """Pure-data formats (pydantic, no torch import): definitions, workloads, solutions, traces, config."""
 
 from .base import UnknownKey, unknown_keys
-from .config import BenchmarkConfig
+from .config import BenchmarkConfig, TimingConfig
 from .definition import AxisConst, AxisExpr, AxisVar, Definition, TensorSpec
 from .dtypes import DTYPES, DType, torch_dtype
 from .loading import FormatError, Loaded, load_config, load_definition, load_solution, load_workloads, merge_configs
@@ -9,22 +9,25 @@ from .solution import NATIVE_LANGUAGES, PYTHON_LANGUAGES, BuildSpec, CompileOpti
 from .trace import (
     STATUS_MEANING,
     BuildRecord,
+    ClockRecord,
+    ClockSample,
     Correctness,
     DeviceRecord,
     Environment,
     Evaluation,
     EvaluationStatus,
     Performance,
+    SanitizerReport,
     TimingStats,
     Trace,
 )
 from .workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, ToleranceSpec, Workload
 
 __all__ = [
-    "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "CompileOptions",
+    "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "ClockRecord", "ClockSample", "CompileOptions",
     "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation",
     "EvaluationStatus", "FormatError", "Language", "Loaded", "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
-    "Performance", "RandomInput", "STATUS_MEANING", "SafetensorsInput", "ScalarInput", "Solution", "SourceFile",
-    "TensorSpec", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
+    "Performance", "RandomInput", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
+    "TensorSpec", "TimingConfig", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
     "load_definition", "load_solution", "load_workloads", "merge_configs", "torch_dtype", "unknown_keys",
 ]

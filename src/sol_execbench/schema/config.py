@@ -1,10 +1,24 @@
-"""BenchmarkConfig: how many rounds and runs, and the seed."""
+"""BenchmarkConfig: how many rounds and runs, the seed, and how calls are timed."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
 from .base import SchemaModel
+
+TimingMethodName = Literal["auto", "device", "events", "graph", "cpu"]
+
+
+class TimingConfig(SchemaModel):
+    """How timed calls are measured (see docs/timing.md)."""
+
+    method: TimingMethodName = "auto"
+    """``auto``: ``device`` on a GPU where the profiler delivers activity records (else ``events``),
+    ``cpu`` on the CPU. ``device``: per call, first kernel start to last kernel end on any stream,
+    from the vendor's activity records. ``events``: device events around each call on the current
+    stream. ``graph``: one CUDA/HIP graph per input set, replayed. ``cpu``: host clock (CPU only)."""
 
 
 class BenchmarkConfig(SchemaModel):
@@ -15,10 +29,14 @@ class BenchmarkConfig(SchemaModel):
     iterations: int = Field(default=50, gt=0)
     """Timed calls; the trace reports their median."""
     lock_clocks: bool = False
-    """Require locked GPU clocks (SOL_EXECBENCH_CLOCKS_LOCKED=1); otherwise traces are RUNTIME_ERROR."""
+    """Require locked GPU clocks: SOL_EXECBENCH_CLOCKS_LOCKED=1 and clocks measured under load within
+    50 MHz of SOL_EXECBENCH_GPU_CLK_MHZ / SOL_EXECBENCH_DRAM_CLK_MHZ (else the device's preset);
+    otherwise traces are RUNTIME_ERROR."""
     benchmark_reference: bool = True
     """Also time the reference, for speedup_factor."""
     seed: int = 200
     """Seed for input generation."""
     correctness_rounds: int = Field(default=10, gt=0)
     """Rounds of fresh inputs checked against the reference before timing."""
+    timing: TimingConfig = Field(default_factory=TimingConfig)
+    """Timing method; the trace's ``solution_timing.method``/``note`` say which ran and why."""

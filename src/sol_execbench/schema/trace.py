@@ -64,6 +64,14 @@ class TimingStats(SchemaModel):
     max_ms: float
     note: Optional[str] = None
     """Why this method ran (fallbacks are stated here)."""
+    device_median_ms: Optional[float] = None
+    """Median device span of a call (first kernel start to last kernel end, any stream), where measured."""
+    host_median_ms: Optional[float] = None
+    """Median host span of a call (call start to the device finishing its work), where measured."""
+    host_bound: Optional[bool] = None
+    """True when the host span exceeded 100 us and twice the device span, so the host span is reported."""
+    input_sets: Optional[int] = None
+    """Distinct input contents rotated over the timed calls (each call also gets a new address)."""
 
 
 class Performance(SchemaModel):
@@ -103,6 +111,52 @@ class BuildRecord(SchemaModel):
     cached: Optional[bool] = None
 
 
+class ClockSample(SchemaModel):
+    """One reading of the device's clocks and state."""
+
+    when: str
+    """``start`` (child start), ``before_timing``, ``after_timing`` or ``under_load``."""
+    sm_mhz: Optional[int] = None
+    """Graphics/SM clock (gfx clock on AMD)."""
+    mem_mhz: Optional[int] = None
+    throttle_reasons: Optional[list[str]] = None
+    """Active clock-event (throttle) reasons; empty when none."""
+    temperature_c: Optional[float] = None
+    power_w: Optional[float] = None
+    power_state: Optional[str] = None
+    """Performance state (P0..P12 on NVIDIA, perf level on AMD)."""
+
+
+class ClockRecord(SchemaModel):
+    """Clocks around the timed region, and what ``lock_clocks`` verification found."""
+
+    source: str
+    """Where readings came from: nvml, nvidia-smi, amd-smi, rocm-smi, or none."""
+    samples: list[ClockSample] = Field(default_factory=list)
+    expected_sm_mhz: Optional[int] = None
+    """The locked clock lock_clocks expects (env override or device preset)."""
+    expected_mem_mhz: Optional[int] = None
+    lock_verified: Optional[bool] = None
+    """lock_clocks only: clocks under load sat within tolerance of the expected values."""
+    other_processes: Optional[list[int]] = None
+    """Other processes the driver reports on this GPU (host pid numbering)."""
+    partial_reasons: list[str] = Field(default_factory=list)
+    """What could not be read, and why."""
+
+
+class SanitizerReport(SchemaModel):
+    """``--sanitize``: one call of this workload under a memory checker."""
+
+    tool: str
+    """e.g. ``compute-sanitizer memcheck``, or ``none``."""
+    ran: bool
+    errors: Optional[int] = None
+    """The tool's error count for this workload (null when unknown)."""
+    findings: list[str] = Field(default_factory=list)
+    """First line of each finding, e.g. 'Invalid __global__ write of size 4 bytes'."""
+    note: Optional[str] = None
+
+
 class Evaluation(SchemaModel):
     status: EvaluationStatus
     environment: Environment
@@ -115,6 +169,10 @@ class Evaluation(SchemaModel):
     env_hash: Optional[str] = None
     """Short hash of the environment snapshot's non-volatile content."""
     warnings: list[str] = Field(default_factory=list)
+    clocks: Optional[ClockRecord] = None
+    """GPU clocks, throttle reasons, temperature and power around the timed region (GPU only)."""
+    sanitizer: Optional[SanitizerReport] = None
+    """Findings of ``--sanitize`` (absent without the flag)."""
 
     @model_validator(mode="after")
     def _fields_match_status(self) -> "Evaluation":

@@ -1,0 +1,93 @@
+"""Running the compile worker in its own process group, under the compile timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sol_execbench.schema import EvaluationStatus, Solution
+
+from .base import BuildFailure
+from .compile_errors import first_errors
+from .native_plan import BuildPlan
+
+LOG_NAME = "build.log"
+
+
+def _request(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path) -> dict:
+    return {"family": plan.family, "name": plan.name, "sources": plan.sources, "include_dirs": plan.include_dirs,
+            "cflags": plan.cflags, "cuda_cflags": plan.cuda_cflags, "ldflags": plan.ldflags,
+            "toolkit_home": plan.toolchain.toolkit_home, "source_dir": str(source_dir.resolve()),
+            "build_dir": str(build_dir.resolve()), "result_path": str((build_dir / "result.json").resolve()),
+            "entry_symbol": solution.spec.entry_symbol}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker, ninja and every compiler it started
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path, *,
+                      deadline: float, timeout_s: float) -> Path:
+    """Build in ``build_dir``; the library's path. Raises BuildFailure (TIMEOUT or COMPILE_ERROR)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise BuildFailure(EvaluationStatus.TIMEOUT, _timeout_message(plan, timeout_s, "before compiling started"))
+    request_path = build_dir / "request.json"
+    request_path.write_text(json.dumps(_request(plan, solution, source_dir, build_dir), indent=2))
+    log_path = build_dir / LOG_NAME
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(build_dir),
+                                env={**os.environ, **plan.env}, start_new_session=True)
+    try:
+        proc.wait(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise BuildFailure(EvaluationStatus.TIMEOUT, _timeout_message(plan, timeout_s, "while compiling")) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    _kill_group(proc)  # nothing of the build may outlive it
+    return _read_result(plan, build_dir, log_path, source_dir)
+
+
+def _timeout_message(plan: BuildPlan, timeout_s: float, when: str) -> str:
+    return (f"compile timeout ({timeout_s:g} s, --compile-timeout) reached {when}; the compiler was stopped. "
+            f"Build: {plan.describe()}. A finished build is cached, so later evaluations skip compiling.")
+
+
+def _read_result(plan: BuildPlan, build_dir: Path, log_path: Path, source_dir: Path) -> Path:
+    try:
+        result = json.loads((build_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        result = {"ok": False, "stage": "worker", "message": "the compile process ended without a result"}
+    if result.get("ok"):
+        return Path(result["library"])
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    text = result.get("message") or log
+    if result.get("stage") == "worker" and log:
+        text = log
+    raise BuildFailure(EvaluationStatus.COMPILE_ERROR, failure_message(plan, result.get("stage", "compile"), text,
+                                                                      [str(source_dir.resolve()), str(build_dir.resolve())]))
+
+
+def failure_message(plan: BuildPlan, stage: str, output: str, strip_prefixes: list[str]) -> str:
+    what = {"compile": "compilation failed", "load": "the built library does not load",
+            "symbol": "entry point missing"}.get(stage, "the build failed")
+    if stage == "symbol":
+        body = output.strip()
+    else:
+        body = first_errors(output, strip_prefixes)
+    parts = [f"{what} ({plan.describe()}; {plan.toolchain.version_string().replace(chr(10), '; ')}):", body]
+    if plan.hints:
+        parts.append("possibly missing: " + "; ".join(plan.hints))
+    return "\n".join(parts)

@@ -1,0 +1,40 @@
+"""``contract --json``: the machine-readable contract of this sol-execbench.
+
+Tool and schema versions, the JSON Schema of every file format (generated from the pydantic models
+in ``sol_execbench.schema``, never written by hand), the trace statuses with their meanings, the
+environment snapshot's shape, and the CLI commands (handed in by the CLI, which owns them).
+No torch import: this works on a laptop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sol_execbench import __version__
+from sol_execbench.schema import STATUS_MEANING, BenchmarkConfig, Definition, Solution, Trace, Workload
+
+from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
+
+CONTRACT_VERSION = "1.0"
+FORMATS = {
+    "definition": Definition,
+    "workload": Workload,
+    "solution": Solution,
+    "trace": Trace,
+    "benchmark_config": BenchmarkConfig,
+}
+
+
+def build_contract(cli_commands: list[dict[str, Any]]) -> dict[str, Any]:
+    """The contract document; ``cli_commands`` is the CLI's own description of its commands."""
+    shape = empty_snapshot()
+    shape["timestamp"] = None
+    return {
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "contract_version": CONTRACT_VERSION,
+        "schema_versions": {"env_snapshot": SCHEMA_VERSION},
+        "formats": {name: model.model_json_schema() for name, model in FORMATS.items()},
+        "trace_statuses": [{"status": status.value, "meaning": meaning} for status, meaning in STATUS_MEANING.items()],
+        "env_snapshot": {"schema_version": SCHEMA_VERSION, "blocks": list(BLOCK_ORDER), "shape": shape},
+        "cli_commands": cli_commands,
+    }

@@ -1,0 +1,201 @@
+"""Calling the solution and the reference once, with every per-call check (child side).
+
+Order inside one checked call (``checked_solution_call``), and why:
+
+1. a private copy of the inputs is taken for the reference *before* the solution runs, and the
+   reference runs only *after* it: while the solution runs, the reference's answer does not
+   exist anywhere in the process for it to find;
+2. exact-change checksums of the inputs and of the private copy, before and after;
+3. destination outputs live inside guard bands with random canaries;
+4. after the call: harness integrity, plain ``torch.Tensor`` outputs, no output sharing memory
+   with an input, canaries intact, inputs and the private copy unchanged. Any failure is
+   REWARD_HACK, with every finding in the message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from sol_execbench.platform import DeviceInfo
+from sol_execbench.schema import (BenchmarkConfig, BuildRecord, Correctness, Definition, Environment,
+                                  EvaluationStatus as S, torch_dtype)
+
+from . import guards
+from .correctness import Comparison, compare
+from .inputs import allocate_outputs
+
+
+@dataclass
+class Context:
+    """Everything one child run shares across workloads."""
+
+    definition: Definition
+    solution_name: str
+    solution_fn: Callable[..., Any]
+    dps: bool
+    reference_fn: Callable[..., Any]
+    custom_inputs_fn: Callable[..., Any] | None
+    config: BenchmarkConfig
+    device: DeviceInfo
+    staging_dir: Path
+    environment: Environment
+    build: BuildRecord
+    integrity: guards.IntegritySnapshot
+    dump_dir: Path | None = None
+    env_hash: str | None = None
+    flusher: Any = None  # timing.L2Flusher, made on first use
+    jit_pending: bool = True
+    warnings: list[str] = field(default_factory=list)
+    watch: Any = None  # activity_watch.ActivityWatch
+    clocks: Any = None  # clock_watch.ClockWatch
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device.torch_device)
+
+
+class Verdict(Exception):
+    """Ends a workload early with a status and message."""
+
+    def __init__(self, status: S, message: str, correctness: Correctness | None = None):
+        super().__init__(message)
+        self.status, self.message, self.correctness = status, message, correctness
+
+
+def round_seed(base: int, uuid: str, round_index: int) -> int:
+    digest = hashlib.sha256(f"{base}:{uuid}:{round_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def sync(device: DeviceInfo) -> None:
+    if device.is_gpu:
+        torch.cuda.synchronize(device.torch_device)
+
+
+def clone_values(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def normalize_result(ctx: Context, result: Any) -> list[Any]:
+    """Return-style results as a list in output order (tensor, tuple/list, dict or scalar)."""
+    names = list(ctx.definition.outputs)
+    if isinstance(result, dict):
+        missing = [n for n in names if n not in result]
+        if missing:
+            raise RuntimeError(f"returned dict lacks outputs {missing}")
+        values = [result[n] for n in names]
+    elif isinstance(result, (tuple, list)):
+        if len(result) != len(names):
+            raise RuntimeError(f"returned {len(result)} values, the definition has {len(names)} outputs {names}")
+        values = list(result)
+    else:
+        if len(names) != 1:
+            raise RuntimeError(f"returned one value, the definition has {len(names)} outputs {names}")
+        values = [result]
+    out = []
+    for name, value in zip(names, values):
+        if isinstance(value, (bool, int, float)):
+            value = torch.tensor(value, dtype=torch_dtype(ctx.definition.outputs[name].dtype), device=ctx.torch_device)
+        out.append(value)
+    return out
+
+
+def reference_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> list[Any]:
+    try:
+        result = ctx.reference_fn(*args)
+        sync(ctx.device)
+        return normalize_result(ctx, result)
+    except Exception as exc:
+        raise Verdict(S.INVALID_REFERENCE, f"reference run() failed: {exc}\n{traceback.format_exc()}") from exc
+
+
+def solution_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> tuple[list[Any], guards.GuardedOutputs | None]:
+    """One call of the solution; destination outputs come inside guard bands."""
+    guarded = None
+    try:
+        if ctx.dps:
+            names = list(ctx.definition.outputs)
+            guarded = guards.GuardedOutputs(allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True), names)
+            ctx.solution_fn(*args, *guarded.tensors)
+            sync(ctx.device)
+            return list(guarded.tensors), guarded
+        result = ctx.solution_fn(*args)
+        sync(ctx.device)
+        return normalize_result(ctx, result), None
+    except SystemExit as exc:
+        raise Verdict(S.REWARD_HACK, f"the solution called sys.exit({exc.code!r}) during a call: exiting the "
+                                     "measuring process cannot produce a result") from exc
+    except Exception as exc:
+        raise Verdict(S.RUNTIME_ERROR, f"solution raised: {exc}\n{traceback.format_exc()}") from exc
+
+
+def output_problems(ctx: Context, outputs: list[Any], inputs: list[Any]) -> list[str]:
+    """Findings about returned outputs: foreign types, memory shared with an input."""
+    problems = []
+    foreign = guards.foreign_output_types(outputs)
+    if foreign:
+        problems.append(f"outputs must be plain torch.Tensor, got {foreign}")
+    if not ctx.dps and not foreign:
+        shared = guards.shared_memory(outputs, list(ctx.definition.outputs), inputs, list(ctx.definition.inputs))
+        if shared:
+            problems.append("; ".join(shared) + " (an output must be new memory, not an input or a view of one)")
+    return problems
+
+
+def check_integrity(ctx: Context) -> None:
+    tampered = ctx.integrity.tampered()
+    if tampered:
+        shown = ", ".join(tampered[:8]) + (f" and {len(tampered) - 8} more" if len(tampered) > 8 else "")
+        raise Verdict(S.REWARD_HACK, f"harness functions were replaced by the solution: {shown}")
+
+
+def checked_solution_call(ctx: Context, inputs: list[Any], axes: dict[str, int]) -> tuple[list[Any], list[Any]]:
+    """The solution once on ``inputs`` under every per-call check; returns (outputs, private input copy)."""
+    names = list(ctx.definition.inputs)
+    pristine = clone_values(inputs)
+    sums_inputs, sums_pristine = guards.checksums(inputs), guards.checksums(pristine)
+    outputs, guarded = solution_call(ctx, inputs, axes)
+    check_integrity(ctx)
+    problems = output_problems(ctx, outputs, inputs)
+    if guarded is not None:
+        problems.extend(f"out-of-bounds write: {v}" for v in guarded.violations())
+    mutated = guards.changed(names, sums_inputs, guards.checksums(inputs))
+    if mutated:
+        problems.append(f"the solution wrote to its input(s) {mutated} (inputs are read-only)")
+    if guards.changed(names, sums_pristine, guards.checksums(pristine)):
+        problems.append("the harness's private copy of the inputs (for the reference) was modified")
+    if problems:
+        raise Verdict(S.REWARD_HACK, "; ".join(problems))
+    return outputs, pristine
+
+
+@dataclass
+class OutputCheck:
+    """Solution outputs against reference outputs: the first failure, or every comparison."""
+
+    status: S | None
+    message: str = ""
+    name: str | None = None
+    comparisons: list[tuple[str, Comparison]] = field(default_factory=list)
+
+
+def compare_outputs(ctx: Context, tolerance: Any, sol_out: list[Any], ref_out: list[Any]) -> OutputCheck:
+    check = OutputCheck(None)
+    for name, ref, sol in zip(ctx.definition.outputs, ref_out, sol_out):
+        if tuple(sol.shape) != tuple(ref.shape):
+            return OutputCheck(S.INCORRECT_SHAPE, f"output '{name}' has shape {tuple(sol.shape)}, expected "
+                                                  f"{tuple(ref.shape)}", name, check.comparisons)
+        if sol.dtype != ref.dtype:
+            return OutputCheck(S.INCORRECT_DTYPE, f"output '{name}' has dtype {sol.dtype}, expected {ref.dtype}",
+                               name, check.comparisons)
+        comp = compare(sol.to(ref.device), ref, tolerance)
+        check.comparisons.append((name, comp))
+        if comp.failed:
+            return OutputCheck(S.INCORRECT_NUMERICAL, f"output '{name}': {comp.reason}", name, check.comparisons)
+    return check

@@ -1,0 +1,142 @@
+"""What every timing method shares: the timed-call loop's pieces and its result.
+
+A method gets a ``TimedCalls`` (the function, fresh arguments, the L2 flusher, the keeper of
+the audited call) and returns a ``MethodResult``. Everything the harness does between calls
+(new arguments, the flush, keeping the audited output) runs inside ``setup()`` under the
+``SETUP_RANGE`` profiler range, so the device method can attribute it and leave it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from sol_execbench.platform import DeviceInfo
+
+SETUP_RANGE = "sol_execbench::setup"
+CALL_RANGE = "sol_execbench::call"  # a timed call is "sol_execbench::call#<index>"
+
+
+class MethodUnavailable(Exception):
+    """This method cannot run here; ``reason`` says why (the trace's timing note repeats it).
+
+    ``suspicious``: the reason is the solution's doing (a profiler it left running or switched
+    off), so falling back must not end in a clean verdict."""
+
+    def __init__(self, reason: str, suspicious: bool = False):
+        super().__init__(reason)
+        self.reason, self.suspicious = reason, suspicious
+
+
+def synchronize(device: DeviceInfo) -> None:
+    if device.is_gpu:
+        torch.cuda.synchronize(device.torch_device)
+
+
+def _clone_structure(value: Any) -> Any:
+    """A copy of a call's result (tensor, list/tuple, dict, scalar) that later calls cannot change.
+
+    Only plain tensors are cloned; a foreign type is kept as is so the audit can name it.
+    """
+    if type(value) is torch.Tensor:
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return [_clone_structure(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clone_structure(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class CallKeeper:
+    """Keeps the outputs of one chosen timed call (the audited one) for checking afterwards.
+
+    The outputs are cloned before the next call's arguments are written (destination outputs
+    live in FreshArgs' pool, which the next call overwrites) and inside the setup range, so the
+    clone is neither timed nor visible to the solution before its audited call returns.
+    """
+
+    call_index: int
+    dps_outputs: int = 0  # destination-passing style: the last N arguments are the outputs
+    inspect: Callable[[list[Any], Any], list[str]] | None = None  # per-call output checks, run at keep time
+    kept: Any = None
+    problems: list[str] = field(default_factory=list)
+    _pending: tuple[list[Any], Any] | None = None
+
+    def observe(self, call_index: int, args: list[Any], result: Any) -> None:
+        if call_index == self.call_index and self.kept is None:
+            self._pending = (args, result)
+
+    def settle(self) -> None:
+        if self._pending is None:
+            return
+        args, result = self._pending
+        self._pending = None
+        self.keep_now(args, result)
+
+    def keep_now(self, args: list[Any], result: Any) -> None:
+        if self.inspect is not None:
+            self.problems = self.inspect(args, result)
+        if self.dps_outputs:
+            self.kept = _clone_structure(list(args[len(args) - self.dps_outputs:]))
+        else:
+            self.kept = _clone_structure(result)
+
+
+@dataclass
+class TimedCalls:
+    """The loop's pieces, shared by every method."""
+
+    fn: Callable[..., Any]
+    fresh: Any  # FreshArgs
+    iterations: int
+    flusher: Any  # L2Flusher
+    device: DeviceInfo
+    keeper: CallKeeper | None = None
+    region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
+
+    def enter_call(self) -> None:
+        """Just before a call's timestamps start (outside the measured span)."""
+        if self.region is not None:
+            self.region.enter_call()
+
+    def exit_call(self) -> None:
+        """Just after a call's timestamps end (outside the measured span)."""
+        if self.region is not None:
+            self.region.exit_call()
+
+    def setup(self) -> list[Any]:
+        """Next call's arguments (new address), the audited output kept, then a cold L2."""
+        with torch.profiler.record_function(SETUP_RANGE):
+            if self.keeper is not None:
+                self.keeper.settle()
+            args = self.fresh()
+            self.flusher.flush()
+        return args
+
+    def call(self, args: list[Any]) -> None:
+        result = self.fn(*args)
+        if self.keeper is not None:
+            self.keeper.observe(self.fresh.calls_made - 1, args, result)
+
+    def finish(self) -> None:
+        """After the loop: the device is idle and the audited output (if last) is kept."""
+        synchronize(self.device)
+        if self.keeper is not None:
+            with torch.profiler.record_function(SETUP_RANGE):
+                self.keeper.settle()
+            synchronize(self.device)
+
+
+@dataclass
+class MethodResult:
+    """Per-call times and what the method saw."""
+
+    times_ms: list[float]
+    device_ms: list[float | None] | None = None
+    host_ms: list[float] | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    suspicious: list[str] = field(default_factory=list)  # evidence of tampering: becomes REWARD_HACK

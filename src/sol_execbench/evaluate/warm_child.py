@@ -1,0 +1,83 @@
+"""A warm child: start up (torch, device, common kernels), then wait for one job from the pool.
+
+Started by the pool server with ``SOL_EXECBENCH_WARM_SOCKET`` naming the Unix socket to listen
+on; the socket appears only once the child is warm. The evaluation that takes it connects once
+and passes the job file, its environment, and the trace-channel and log descriptors; from then
+on the child is an ordinary evaluation child (``child.main``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+from .channel import FD_ENV, KEY_ENV
+
+
+def _warm_up(device_spec: str | None) -> None:
+    """Pay the one-time costs a first workload would: device context, RNG, BLAS, reductions."""
+    import torch
+
+    from sol_execbench.platform import current
+
+    info = current(device_spec)
+    if not info.is_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it once, at import; the child sets it too
+    dev = torch.device(info.torch_device)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.randn(64, 64, device=dev, dtype=dtype)
+        b = (a @ a).float()
+        torch.linalg.vector_norm(b)
+        torch.isfinite(b).all()
+        (b - b).abs().max().item()
+    torch.randint(0, 10, (16,), device=dev)
+    if info.is_gpu:
+        torch.cuda.Event(enable_timing=True).record()
+        torch.cuda.synchronize(dev)
+    import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
+
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        pass
+
+
+def _receive_job(path: str) -> tuple[str, dict[str, str], list[int]]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(1)
+        conn, _ = listener.accept()
+        with conn:
+            message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
+            conn.sendall(b"ok")
+    os.unlink(path)
+    request = json.loads(message)
+    return request["job"], request["env"], fds
+
+
+def main(argv: list[str]) -> None:
+    socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
+    device_spec = argv[1] if len(argv) > 1 else None
+    _warm_up(device_spec)
+    job_path, env, fds = _receive_job(socket_path)
+    channel_fd, log_fd = fds[0], fds[1]
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    os.environ.clear()
+    os.environ.update(env)  # the invoking evaluation's environment, channel key included
+    os.environ[FD_ENV] = str(channel_fd)
+    os.chdir(os.path.dirname(job_path))
+    from . import child
+
+    child._STARTED = time.perf_counter()
+    child._phase("took the job from the warm pool")
+    child.main([sys.argv[0], job_path])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

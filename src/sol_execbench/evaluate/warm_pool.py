@@ -1,0 +1,276 @@
+"""Warm evaluation processes: children started ahead of time, torch imported and the device
+initialised, each waiting for exactly one job.
+
+Every evaluation still gets a process of its own that has run no other solution's code, so the
+isolation is that of a fresh child; only the start-up (importing torch, creating the device
+context, loading the common kernels) is paid before the evaluation is asked for.
+
+``sol-execbench worker start`` runs the pool server in the background. It keeps ``spares``
+children warm and hands one to each CLI or API evaluation that asks over a Unix socket in a
+per-user directory (mode 0700); it exits after ``idle_timeout`` seconds without a request. A
+child is only handed to an evaluation whose start-up environment (Python, package, device,
+visibility and allocator variables) matches the pool's; otherwise the evaluation starts its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sol_execbench
+
+# Variables read when torch starts; a warm child made under other values would differ.
+STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
+               "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
+               "LD_PRELOAD", "PYTHONPATH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_CUDA_ARCH_LIST")
+WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
+_MAX_MESSAGE = 1 << 20
+
+
+def runtime_dir() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    if len(base) > 60:  # socket paths inside must stay under the 107-byte limit of AF_UNIX
+        base = "/tmp"
+    path = Path(base) / f"sol-execbench-{os.getuid()}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def server_socket_path(device: str | None) -> Path:
+    return runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.sock"
+
+
+def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
+    from .process import ALLOC_CONF
+
+    values = {name: env.get(name) for name in STARTUP_ENV}
+    values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
+    payload = json.dumps({"python": sys.executable, "package": sol_execbench.__file__,
+                          "version": sol_execbench.__version__, "device": device or "auto", "env": values},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# -- talking to the server ---------------------------------------------------------------------
+
+def _request(path: Path, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(str(path))
+            conn.sendall(json.dumps(message).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class WarmChild:
+    pid: int
+    socket_path: str
+    server: Path
+
+
+def take_warm_child(device: str | None, env: dict[str, str], wait_s: float = 20.0) -> WarmChild | None:
+    """A warm child for this evaluation, or None (no pool, another environment, none ready in time)."""
+    server = server_socket_path(device)
+    if not server.exists():
+        return None
+    reply = _request(server, {"op": "take", "fingerprint": startup_fingerprint(env, device), "wait_s": wait_s},
+                     timeout=wait_s + 5)
+    if not reply or not reply.get("ok"):
+        return None
+    return WarmChild(pid=int(reply["pid"]), socket_path=reply["socket"], server=server)
+
+
+def hand_job(child: WarmChild, job_path: Path, env: dict[str, str], fds: list[int]) -> bool:
+    """Give the child its job, the invoker's environment and the channel and log descriptors."""
+    message = json.dumps({"job": str(job_path), "env": env}).encode()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(child.socket_path)
+            socket.send_fds(conn, [message], fds)
+            return conn.recv(16) == b"ok"
+    except OSError:
+        return False
+
+
+def wait_exit_code(child: WarmChild, timeout: float) -> int | None:
+    """Exit status of a handed-out child, as the server (its parent) saw it."""
+    reply = _request(child.server, {"op": "wait", "pid": child.pid, "timeout": timeout}, timeout=timeout + 5)
+    return None if not reply or reply.get("returncode") is None else int(reply["returncode"])
+
+
+def pool_status(device: str | None) -> dict[str, Any] | None:
+    return _request(server_socket_path(device), {"op": "status"}, timeout=5)
+
+
+def stop_pool(device: str | None) -> bool:
+    return _request(server_socket_path(device), {"op": "stop"}, timeout=10) is not None
+
+
+def start_pool(device: str | None, spares: int, idle_timeout_s: float) -> subprocess.Popen:
+    """Start the pool server in the background (its own session, output to a log in the runtime dir)."""
+    log = open(runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.log", "ab")
+    command = [sys.executable, "-m", "sol_execbench.evaluate.warm_pool", "--spares", str(spares),
+               "--idle-timeout", str(idle_timeout_s)] + (["--device", device] if device else [])
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+# -- the server --------------------------------------------------------------------------------
+
+class PoolServer:
+    def __init__(self, device: str | None, spares: int, idle_timeout_s: float):
+        self.device, self.spares, self.idle_timeout_s = device, max(1, spares), idle_timeout_s
+        self.fingerprint = startup_fingerprint(dict(os.environ), device)
+        self.waiting: list[tuple[subprocess.Popen, str]] = []  # warming or warm, not yet handed out
+        self.handed: dict[int, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.last_request = time.monotonic()
+        self.stopping = False
+
+    def _spawn(self) -> None:
+        path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
+        env = dict(os.environ, **{WARM_CHILD_ENV: path})
+        from .process import ALLOC_CONF
+
+        env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
+        args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.waiting.append((proc, path))
+
+    def _replenish(self) -> None:
+        with self.lock:
+            self.waiting = [(p, s) for p, s in self.waiting if p.poll() is None]
+            while len(self.waiting) < self.spares and not self.stopping:
+                self._spawn()
+
+    def _take(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("fingerprint") != self.fingerprint:
+            return {"ok": False, "reason": "different start-up environment"}
+        deadline = time.monotonic() + float(request.get("wait_s", 20))
+        while time.monotonic() < deadline:
+            with self.lock:
+                for item in list(self.waiting):
+                    proc, path = item
+                    if proc.poll() is None and os.path.exists(path):
+                        self.waiting.remove(item)
+                        self.handed[proc.pid] = proc
+                        return {"ok": True, "pid": proc.pid, "socket": path}
+            self._replenish()
+            time.sleep(0.02)
+        return {"ok": False, "reason": "no warm child ready in time"}
+
+    def _wait(self, request: dict[str, Any]) -> dict[str, Any]:
+        proc = self.handed.get(int(request.get("pid", -1)))
+        if proc is None:
+            return {"returncode": None}
+        try:
+            code = proc.wait(timeout=float(request.get("timeout", 5)))
+        except subprocess.TimeoutExpired:
+            return {"returncode": None}
+        self.handed.pop(proc.pid, None)
+        return {"returncode": code}
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while not data.endswith(b"\n") and len(data) < _MAX_MESSAGE:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            request = json.loads(data)
+            op = request.get("op")
+            if op == "take":
+                reply = self._take(request)
+                self._replenish()
+            elif op == "wait":
+                reply = self._wait(request)
+            elif op == "stop":
+                self.stopping = True
+                reply = {"ok": True}
+            else:
+                reply = {"ok": True, "pid": os.getpid(), "device": self.device, "spares": self.spares,
+                         "warm": sum(os.path.exists(s) for _, s in self.waiting), "handed_out": len(self.handed),
+                         "fingerprint": self.fingerprint, "idle_timeout_s": self.idle_timeout_s}
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+
+    def serve(self) -> None:
+        path = server_socket_path(self.device)
+        if path.exists():
+            path.unlink()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(path))
+            os.chmod(path, 0o600)
+            listener.listen(16)
+            self._replenish()
+            try:
+                while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s:
+                    ready, _, _ = select.select([listener], [], [], 0.5)
+                    if ready:
+                        conn, _ = listener.accept()
+                        self.last_request = time.monotonic()
+                        threading.Thread(target=self._safe_handle, args=(conn,), daemon=True).start()
+                    self._reap()
+            finally:
+                self._shutdown(path)
+
+    def _safe_handle(self, conn: socket.socket) -> None:
+        try:
+            self.handle(conn)
+        except (OSError, ValueError):
+            pass
+
+    def _reap(self) -> None:
+        for pid, proc in list(self.handed.items()):
+            if proc.poll() is not None and time.monotonic() - self.last_request > 60:
+                self.handed.pop(pid, None)
+
+    def _shutdown(self, path: Path) -> None:
+        self.stopping = True
+        for proc, sock in self.waiting:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+            Path(sock).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m sol_execbench.evaluate.warm_pool")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--spares", type=int, default=2)
+    parser.add_argument("--idle-timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+    PoolServer(args.device, args.spares, args.idle_timeout).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The warm pool: pre-started evaluation processes, one per evaluation, same verdicts."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from sol_execbench import evaluate
+from sol_execbench.evaluate.warm_pool import pool_status, start_pool, stop_pool
+
+from .conftest import LIGHT_CONFIG
+from .problems import add_definition, solution, workloads
+
+
+@pytest.fixture
+def warm_pool(monkeypatch, cpu_timing):
+    # A pool of this test's own, in a short directory: Unix socket paths are limited to 107 bytes.
+    runtime = tempfile.mkdtemp(prefix="sxw", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv("SOL_EXECBENCH_PHASE_LOG", "1")
+    proc = start_pool(None, spares=1, idle_timeout_s=120)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        status = pool_status(None)
+        if status and status["warm"] >= 1:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the warm pool did not get ready")
+    yield
+    stop_pool(None)
+    proc.wait(timeout=30)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _logs():
+    collected: list[str] = []
+    return collected, collected.append
+
+
+def test_evaluations_take_warm_processes_and_crashes_still_become_traces(warm_pool):
+    logs, on_log = _logs()
+    good = evaluate(add_definition(), workloads(8, 16), solution("def run(a, b):\n    return a + b\n"),
+                    LIGHT_CONFIG, on_log=on_log)
+    assert [t.evaluation.status.value for t in good] == ["PASSED", "PASSED"]
+    assert "took the job from the warm pool" in "".join(logs)
+
+    code = ("import ctypes\ndef run(a, b):\n    if a.numel() == 16:\n        ctypes.string_at(0)\n"
+            "    return a + b\n")
+    logs, on_log = _logs()
+    crashed = evaluate(add_definition(), workloads(8, 16, 8), solution(code), LIGHT_CONFIG, on_log=on_log)
+    assert [t.evaluation.status.value for t in crashed] == ["PASSED", "RUNTIME_ERROR", "PASSED"]
+    assert "SIGSEGV" in crashed[1].evaluation.log
+    assert "took the job from the warm pool" in "".join(logs)
+
+
+def test_a_different_startup_environment_starts_its_own_process(warm_pool, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # read when torch starts: a warm process would not match
+    logs, on_log = _logs()
+    (trace,) = evaluate(add_definition(), workloads(8), solution("def run(a, b):\n    return a + b\n"),
+                        LIGHT_CONFIG, on_log=on_log)
+    assert trace.evaluation.status.value == "PASSED"
+    assert "warm pool" not in "".join(logs)
+
+
+def test_timeout_in_a_warm_process(warm_pool):
+    code = "import time\ndef run(a, b):\n    time.sleep(600)\n"
+    (trace,) = evaluate(add_definition(), workloads(8), solution(code), LIGHT_CONFIG, timeout_s=6)
+    assert trace.evaluation.status.value == "TIMEOUT"

@@ -1,0 +1,114 @@
+"""Threads and processes beside the timed calls (CPU, in this process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from sol_execbench.evaluate import activity_watch
+from sol_execbench.evaluate.activity_watch import ActivityWatch
+
+
+@pytest.fixture
+def watch(monkeypatch):
+    name = "_start_new_thread" if hasattr(threading, "_start_new_thread") else "_start_joinable_thread"
+    monkeypatch.setattr(threading, name, getattr(threading, name))  # undo the counting wrapper afterwards
+    return ActivityWatch()
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _call(region, work=lambda: None):
+    region.enter_call()
+    work()
+    region.exit_call()
+
+
+def test_a_thread_started_during_the_timed_calls_is_suspicious(watch):
+    region = watch.begin()
+    _call(region, lambda: threading.Thread(target=lambda: None).start())
+    findings = region.finish()
+    assert findings.suspicious == ["the solution started 1 thread(s) during the timed calls"]
+
+
+def test_a_process_started_during_the_timed_calls_is_suspicious(watch):
+    region = watch.begin()
+    _call(region, lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    assert any("subprocess.Popen" in s for s in region.finish().suspicious)
+
+
+def test_an_idle_solution_thread_is_only_a_warning(watch):
+    stop = threading.Event()
+    idle = threading.Thread(target=stop.wait, name="idle-pool")
+    idle.start()
+    try:
+        region = watch.begin()
+        for _ in range(3):
+            _call(region)
+        findings = region.finish()
+    finally:
+        stop.set()
+        idle.join()
+    assert findings.suspicious == [] and "idle-pool" in findings.warnings[0]
+
+
+def test_work_done_by_a_thread_after_the_calls_return_is_suspicious(watch):
+    jobs: list[float] = []
+    ready = threading.Event()
+
+    def worker():
+        while True:
+            ready.wait()
+            ready.clear()
+            while jobs:
+                _spin(jobs.pop())
+
+    threading.Thread(target=worker, name="late-worker", daemon=True).start()
+    region = watch.begin()
+    for _ in range(3):
+        _call(region, lambda: (jobs.append(0.02), ready.set()))  # returns at once; the worker computes after
+        time.sleep(0.03)
+    findings = region.finish()
+    assert findings.suspicious and "late-worker" in findings.suspicious[0]
+
+
+def test_work_a_call_waits_for_is_the_calls_own(watch):
+    requests, done = threading.Event(), threading.Event()
+
+    def worker():
+        while True:
+            requests.wait()
+            requests.clear()
+            _spin(0.02)
+            done.set()
+
+    threading.Thread(target=worker, name="joined-worker", daemon=True).start()
+
+    def call():
+        done.clear()
+        requests.set()
+        done.wait()
+
+    region = watch.begin()
+    for _ in range(3):
+        _call(region, call)
+        time.sleep(0.01)
+    findings = region.finish()
+    assert findings.suspicious == [], findings.suspicious
+
+
+def test_process_listing_finds_children(watch):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        assert child.pid in activity_watch.descendants()
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,111 @@
+"""The device method's loop and bookkeeping, run on the CPU with the device parts stood in for.
+
+The profiler runs for real (CPU activity); synchronisation is a no-op and device records are
+added next to the real call ranges, so everything but CUPTI itself is exercised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from sol_execbench.evaluate import timing
+from sol_execbench.evaluate.timing import CallKeeper, FreshArgs, L2Flusher, time_calls
+from sol_execbench.evaluate.timing_methods import activity, base, device
+from sol_execbench.evaluate.timing_methods.activity import Activity
+from sol_execbench.evaluate.timing_methods.base import CALL_RANGE
+
+
+class _CpuAsCuda:
+    CPU = ProfilerActivity.CPU
+    CUDA = ProfilerActivity.CPU  # the CPU activity stands in for device activity
+
+
+def _cpu_profile(activities, **kwargs):
+    return profile(activities=[ProfilerActivity.CPU], **kwargs)
+
+
+@pytest.fixture
+def fake_gpu(cpu_device, monkeypatch):
+    monkeypatch.setattr(device, "synchronize", lambda d: None)
+    monkeypatch.setattr(base, "synchronize", lambda d: None)
+    monkeypatch.setattr(timing, "synchronize", lambda d: None)
+    monkeypatch.setattr(device, "_profiler", lambda: (_CpuAsCuda, _cpu_profile, record_function))
+    return dataclasses.replace(cpu_device, vendor="cuda")
+
+
+def _with_kernels(kernel_ns: int, calls_without_kernels: tuple[int, ...] = ()):
+    real = activity.from_kineto
+
+    def from_kineto(events):
+        records = real(events)
+        added = []
+        for r in records:
+            if r.kind == "user_annotation" and r.name.startswith(CALL_RANGE + "#"):
+                if int(r.name.rsplit("#", 1)[1]) not in calls_without_kernels:
+                    added.append(Activity("kernel", "gemm", r.start_ns + 500, r.start_ns + 500 + kernel_ns,
+                                          linked=r.correlation))
+        return records + added
+
+    return from_kineto
+
+
+def _time(fake_gpu, fn, keeper=None):
+    bank = [[torch.full((64,), float(k)), torch.ones(64)] for k in range(3)]
+    return time_calls(fn, FreshArgs(bank, slots=12), warmup=2, iterations=6, device=fake_gpu,
+                      flusher=L2Flusher(fake_gpu), method="device", keeper=keeper)
+
+
+def test_device_spans_come_from_the_records_of_each_call(fake_gpu, monkeypatch):
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000))  # 5 ms: longer than the host span
+    keeper = CallKeeper(4)
+    m = _time(fake_gpu, lambda x, y: x + y, keeper)
+    assert m.method == "device" and m.device_ms == [5.0] * 6 and m.host_bound is False
+    assert m.times_ms == [5.0] * 6 and len(m.host_ms) == 6 and m.warnings == [] and m.suspicious == []
+    assert torch.equal(keeper.kept, torch.full((64,), 2.0))  # call 4 used bank set 4 % 3 = 1: 1 + 1
+
+
+def test_without_device_records_the_method_falls_back_to_events(fake_gpu, monkeypatch):
+    monkeypatch.setitem(timing.METHODS, "events", lambda calls: base.MethodResult([0.5] * calls.iterations))
+    m = _time(fake_gpu, lambda x, y: x + y)
+    assert m.method == "events" and "no device activity records" in m.note
+
+
+def test_calls_without_kernels_are_warned_about_and_use_the_host_span(fake_gpu, monkeypatch):
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000, calls_without_kernels=(2,)))
+    m = _time(fake_gpu, lambda x, y: x + y)
+    assert any("1 of 6 timed call(s) launched no kernel" in w for w in m.warnings)
+    assert "1 timed call(s) launched no device work" in m.note and len(m.device_ms) == 5
+
+
+def test_a_profiler_left_running_by_the_solution_is_suspicious(fake_gpu, monkeypatch):
+    monkeypatch.setitem(timing.METHODS, "events", lambda calls: base.MethodResult([0.5] * calls.iterations))
+    with profile(activities=[ProfilerActivity.CPU]):
+        m = _time(fake_gpu, lambda x, y: x + y)
+    assert m.method == "events" and "device unavailable" in m.note
+    assert m.suspicious == ["a profiler was already running in the evaluation process (left by the solution)"]
+
+
+def test_switching_the_profiler_off_during_a_call_is_suspicious(fake_gpu, monkeypatch):
+    monkeypatch.setitem(timing.METHODS, "events", lambda calls: base.MethodResult([0.5] * calls.iterations))
+
+    def sabotage(x, y):
+        if torch.autograd._profiler_enabled():
+            torch.autograd._disable_profiler()  # hoping for a method that cannot see side streams
+        return x + y
+
+    m = _time(fake_gpu, sabotage)
+    assert m.method == "events" and any("switched off" in s for s in m.suspicious)
+
+
+def test_an_exception_in_a_call_is_the_solutions_not_a_fallback(fake_gpu):
+    def fails_when_profiled(x, y):
+        if torch.autograd._profiler_enabled():
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")  # dressed up as a profiler failure
+        return x + y
+
+    with pytest.raises(RuntimeError, match="CUPTI_ERROR"):
+        _time(fake_gpu, fails_when_profiled)

@@ -1,0 +1,130 @@
+"""The device, events and graph methods on a real GPU (marked ``gpu``; skipped without one)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def gpu():
+    from sol_execbench.platform import current
+
+    return current()
+
+
+def _time(fn, values, gpu, method="device", iterations=20, warmup=3, keeper=None):
+    from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, time_calls
+
+    fresh = FreshArgs([values], slots=warmup + iterations + 1)
+    return time_calls(fn, fresh, warmup=warmup, iterations=iterations, device=gpu, flusher=L2Flusher(gpu),
+                      method=method, keeper=keeper)
+
+
+def _vectors(n=1 << 12):
+    import torch
+
+    return [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")]
+
+
+def test_device_time_of_a_tiny_kernel_excludes_the_flush_and_launch(gpu):
+    m = _time(lambda x, y: x + y, _vectors(), gpu)
+    assert m.method == "device" and m.host_bound is False and m.note is None
+    assert 0 < m.stats().median_ms < 0.015  # a 4096-element add: a few us; the flush alone takes far longer
+    assert m.warnings == [] and m.suspicious == []
+
+
+def test_side_stream_work_is_inside_the_span(gpu):
+    import torch
+
+    side = torch.cuda.Stream()
+    a = torch.randn(2048, 2048, device="cuda")
+
+    def one_stream(x):
+        return x @ x
+
+    def two_streams(x):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x @ x
+        torch.cuda.current_stream().wait_stream(side)
+        return y
+
+    plain = _time(one_stream, [a], gpu).stats().median_ms
+    split = _time(two_streams, [a], gpu).stats().median_ms
+    assert split >= 0.8 * plain
+
+
+def test_a_call_that_launches_nothing_is_reported_and_timed_by_the_host(gpu):
+    import torch
+
+    ready = torch.zeros(4096, device="cuda")
+    m = _time(lambda x, y: ready, _vectors(), gpu)
+    assert any("launched no kernel" in w for w in m.warnings)
+    assert m.host_bound is True and m.stats().median_ms == m.stats().host_median_ms
+
+
+def test_host_work_makes_the_call_host_bound(gpu):
+    def slow_host(x, y):
+        time.sleep(0.001)
+        return x + y
+
+    m = _time(slow_host, _vectors(), gpu)
+    assert m.host_bound is True and m.stats().median_ms >= 1.0
+
+
+def test_a_profiler_already_running_falls_back_to_events_and_is_suspicious(gpu):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        m = _time(lambda x, y: x + y, _vectors(), gpu)
+    assert m.method == "events" and "device unavailable" in m.note and m.suspicious
+
+
+def test_graph_method_and_its_fallback(gpu):
+    m = _time(lambda x, y: x + y, _vectors(), gpu, method="graph")
+    assert m.method == "graph" and "graph(s), one per input set" in m.note
+    m = _time(lambda x, y: (x + y) * float((x > 0).sum().item() > 0), _vectors(), gpu, method="graph")
+    assert m.method == "device" and "graph capture failed" in m.note
+
+
+def test_device_work_launched_by_another_thread_outside_the_calls_is_suspicious(gpu):
+    import torch
+
+    a = torch.randn(1024, 1024, device="cuda")
+    pending: list = []
+
+    def late_launcher():
+        while True:
+            if pending:
+                pending.pop()
+                a @ a
+            time.sleep(0.0002)
+
+    threading.Thread(target=late_launcher, daemon=True).start()
+
+    def fn(x, y):
+        pending.append(1)
+        return x + y
+
+    m = _time(fn, _vectors(), gpu)
+    assert m.suspicious and "outside the timed calls" in m.suspicious[0]
+
+
+def test_audited_call_keeps_its_output_under_every_method(gpu):
+    import torch
+
+    from sol_execbench.evaluate.timing import CallKeeper, FreshArgs, L2Flusher, time_calls
+
+    for method in ("device", "events", "graph"):
+        fresh = FreshArgs([_vectors()], slots=30)
+        special = [torch.full((4096,), 2.0, device="cuda"), torch.full((4096,), 3.0, device="cuda")]
+        fresh.substitute(5, special)
+        keeper = CallKeeper(5)
+        time_calls(lambda x, y: x + y, fresh, warmup=3, iterations=10, device=gpu, flusher=L2Flusher(gpu),
+                   method=method, keeper=keeper)
+        assert torch.equal(keeper.kept, torch.full((4096,), 5.0, device="cuda")), method

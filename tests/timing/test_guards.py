@@ -1,0 +1,99 @@
+"""Integrity snapshot, output aliasing, input checksums, guard bands (CPU)."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import torch
+
+import sol_execbench.evaluate.workload_eval  # noqa: F401  (the harness modules the snapshot watches)
+from sol_execbench.evaluate import guards, timing
+
+
+def test_a_clean_process_shows_no_tampering():
+    assert guards.IntegritySnapshot().tampered() == []
+
+
+def test_replaced_harness_function_timer_and_tensor_method_are_named(monkeypatch):
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setattr(timing, "time_calls", lambda *a, **k: None)
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self, raising=False)  # shadows the C method
+    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.time_calls", "time.perf_counter_ns",
+                                   "torch.Tensor.zero_"]
+
+
+def test_a_changed_method_table_entry_is_tampering(monkeypatch):
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setitem(timing.METHODS, "cpu", lambda calls: None)
+    assert "sol_execbench.evaluate.timing.METHODS" in snapshot.tampered()
+
+
+def test_the_check_survives_replacing_the_checker(monkeypatch):
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setattr(guards.IntegritySnapshot, "_tampered", lambda self: [])
+    monkeypatch.setattr(timing, "summarize", lambda *a: None)
+    assert "sol_execbench.evaluate.timing.summarize" in snapshot.tampered()
+
+
+def test_outputs_sharing_memory_with_inputs_are_found():
+    x, y = torch.randn(8), torch.randn(8)
+    names = ["x", "y"]
+    assert guards.shared_memory([x], ["z"], [x, y], names) == ["output 'z' shares memory with input 'x'"]
+    assert guards.shared_memory([y[2:].view(2, 3)], ["z"], [x, y], names) == ["output 'z' shares memory with input 'y'"]
+    assert guards.shared_memory([x + y], ["z"], [x, y], names) == []
+
+
+def test_foreign_output_types():
+    class Sub(torch.Tensor):
+        pass
+
+    assert guards.foreign_output_types([torch.zeros(1), torch.zeros(1).as_subclass(Sub), 3]) == ["Sub", "int"]
+
+
+def test_checksum_sees_a_single_changed_byte_in_any_dtype():
+    for t in (torch.randn(1000), torch.randn(7, 9).to(torch.bfloat16), torch.rand(33) > 0.5,
+              torch.randint(0, 9, (5, 5)), torch.randn(6, 4).t(), torch.tensor(3.5)):
+        before = guards.tensor_checksum(t)
+        assert guards.tensor_checksum(t.clone()) == before
+        raw = t.view(-1) if t.dim() and t.is_contiguous() else None
+        if raw is None:
+            t.add_(1) if t.dtype != torch.bool else t.logical_not_()
+        else:
+            raw.view(torch.uint8)[3] ^= 1
+        assert guards.tensor_checksum(t) != before, t.dtype
+    assert guards.tensor_checksum(torch.empty(0)) == 0
+
+
+def test_swapping_two_elements_changes_the_checksum():
+    t = torch.arange(10, dtype=torch.float32)
+    before = guards.tensor_checksum(t)
+    t[[2, 7]] = t[[7, 2]]
+    assert guards.tensor_checksum(t) != before
+
+
+def test_changed_names_only_changed_tensors():
+    a, b = torch.ones(4), torch.ones(4)
+    before = guards.checksums([a, b, 5])
+    b[0] = 2
+    assert guards.changed(["a", "b", "k"], before, guards.checksums([a, b, 5])) == ["b"]
+
+
+def test_guard_bands_catch_writes_before_and_after_an_output_only():
+    plain = [torch.full((100,), float("nan")), torch.zeros(3, 5, dtype=torch.int32)]
+    guarded = guards.GuardedOutputs(plain, ["a", "b"])
+    a, b = guarded.tensors
+    assert torch.isnan(a).all() and a.shape == (100,) and b.shape == (3, 5) and b.dtype == torch.int32
+    a.fill_(1.0)
+    b.fill_(7)
+    assert guarded.violations() == []
+    ctypes.memset(a.data_ptr() + a.numel() * 4, 0x41, 8)
+    ctypes.memset(b.data_ptr() - 4, 0x41, 4)
+    found = guarded.violations()
+    assert len(found) == 2 and "output 'a'" in found[0] and "8 after it" in found[0] and "4 byte(s)" in found[1]
+
+
+def test_guarded_outputs_keep_alignment():
+    (out,) = guards.GuardedOutputs([torch.zeros(1000)], ["z"]).tensors
+    assert (out.data_ptr() - out.untyped_storage().data_ptr()) % 512 == 0

@@ -1,0 +1,181 @@
+"""FreshArgs, method choice, fallbacks, the host-bound rule and the audit keeper (CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sol_execbench.evaluate import timing
+from sol_execbench.evaluate.timing import (CallKeeper, FreshArgs, L2Flusher, choose_latency, resolve_method,
+                                           time_calls)
+from sol_execbench.evaluate.timing_methods.base import MethodResult, MethodUnavailable, TimedCalls
+from sol_execbench.platform import DeviceInfo
+from sol_execbench.schema import BenchmarkConfig, merge_configs
+
+GPU = DeviceInfo(vendor="cuda", torch_device="cuda:0", index=0, name="NVIDIA H100", arch="sm_90a", compute_units=132,
+                 l2_bytes=50 * 2**20, memory_bytes=80 * 2**30, runtime_version="12.8")
+
+
+def _bank(sets=3, n=100):
+    return [[torch.full((n,), float(k)), torch.arange(n, dtype=torch.float32), 7] for k in range(sets)]
+
+
+def test_every_call_gets_a_new_address_and_the_same_layout():
+    fresh = FreshArgs(_bank(), slots=5)
+    calls = [fresh() for _ in range(5)]
+    assert len({c[0].data_ptr() for c in calls}) == 5
+    assert all(c[0].shape == (100,) and c[0].stride() == (1,) and c[2] == 7 for c in calls)
+    assert all(c[0].data_ptr() % 256 == calls[0][0].data_ptr() % 256 for c in calls)
+
+
+def test_contents_rotate_over_the_bank():
+    fresh = FreshArgs(_bank(3), slots=8)
+    firsts = [float(fresh()[0][0]) for _ in range(6)]
+    assert firsts == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    assert fresh.input_sets == 3
+
+
+def test_sets_with_another_layout_are_left_out_of_the_bank():
+    bank = _bank(2) + [[torch.zeros(5), torch.zeros(5), 7]]
+    assert FreshArgs(bank, slots=4).input_sets == 2
+
+
+def test_addresses_wrap_after_the_slots_are_used():
+    fresh = FreshArgs(_bank(1), slots=2)
+    ptrs = [fresh()[0].data_ptr() for _ in range(4)]
+    assert ptrs[0] == ptrs[2] and ptrs[0] != ptrs[1]
+
+
+def test_a_substituted_call_gets_its_own_values():
+    fresh = FreshArgs(_bank(2), slots=6)
+    assert fresh.substitute(3, [torch.full((100,), 42.0), torch.zeros(100), 7])
+    values = [float(fresh()[0][0]) for _ in range(5)]
+    assert values == [0.0, 1.0, 0.0, 42.0, 0.0]
+    assert not fresh.substitute(4, [torch.zeros(3), torch.zeros(3), 7])  # wrong layout
+
+
+def test_strided_and_negative_stride_inputs_keep_their_layout():
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    fresh = FreshArgs([[base.t(), base.flip(0)]], slots=3)
+    a, b = fresh()
+    assert a.stride() == base.t().stride() and torch.equal(a, base.t())
+    assert torch.equal(b, base.flip(0))
+
+
+def test_persistent_sets_are_separate_allocations_with_the_substitute():
+    fresh = FreshArgs(_bank(2), slots=6)
+    fresh.substitute(5, [torch.full((100,), 9.0), torch.zeros(100), 7])
+    sets, audit_at = fresh.persistent_sets(4)
+    assert audit_at == 1 and float(sets[1][0][0]) == 9.0
+    assert len({s[0].data_ptr() for s in sets}) == 4
+
+
+@pytest.mark.parametrize("requested,expected,noted", [("auto", "cpu", False), ("cpu", "cpu", False),
+                                                      ("device", "cpu", True), ("graph", "cpu", True)])
+def test_method_choice_on_the_cpu(cpu_device, requested, expected, noted):
+    method, note = resolve_method(requested, cpu_device)
+    assert method == expected and bool(note) == noted
+
+
+@pytest.mark.parametrize("requested,expected", [("auto", "device"), (None, "device"), ("events", "events"),
+                                                ("graph", "graph"), ("cpu", "device")])
+def test_method_choice_on_a_gpu(requested, expected):
+    assert resolve_method(requested, GPU)[0] == expected
+
+
+def test_fallback_chain_states_each_step(cpu_device, monkeypatch):
+    def unavailable(reason):
+        def method(calls):
+            raise MethodUnavailable(reason)
+        return method
+
+    monkeypatch.setitem(timing.METHODS, "graph", unavailable("graph capture failed: sync in capture"))
+    monkeypatch.setitem(timing.METHODS, "device", unavailable("profiler busy"))
+    monkeypatch.setitem(timing.METHODS, "events", lambda calls: MethodResult([1.0]))
+    notes: list[str] = []
+    suspicious: list[str] = []
+    calls = TimedCalls(lambda: None, None, 1, None, cpu_device)
+    name, result = timing._run_with_fallback("graph", calls, notes, suspicious)
+    assert name == "events" and result.times_ms == [1.0] and suspicious == []
+    assert notes == ["graph unavailable (graph capture failed: sync in capture); fell back to device",
+                     "device unavailable (profiler busy); fell back to events"]
+
+
+def test_a_fallback_the_solution_caused_is_suspicious(cpu_device, monkeypatch):
+    def sabotaged(calls):
+        raise MethodUnavailable("the profiler was switched off during the timed calls (by the solution)", suspicious=True)
+
+    monkeypatch.setitem(timing.METHODS, "device", sabotaged)
+    monkeypatch.setitem(timing.METHODS, "events", lambda calls: MethodResult([1.0]))
+    suspicious: list[str] = []
+    timing._run_with_fallback("device", TimedCalls(lambda: None, None, 1, None, cpu_device), [], suspicious)
+    assert suspicious == ["the profiler was switched off during the timed calls (by the solution)"]
+
+
+def test_launch_bound_calls_keep_their_device_time():
+    times, host_bound, notes = choose_latency([0.005] * 5, [0.05] * 5)
+    assert times == [0.005] * 5 and host_bound is False and notes == []
+
+
+def test_host_dominated_calls_report_the_host_span():
+    times, host_bound, notes = choose_latency([0.01] * 5, [0.5] * 5)
+    assert times == [0.5] * 5 and host_bound is True and "host-bound" in notes[0]
+
+
+def test_host_span_over_100us_but_under_twice_the_device_span_keeps_device_time():
+    times, host_bound, _ = choose_latency([0.1] * 5, [0.15] * 5)
+    assert times == [0.1] * 5 and host_bound is False
+
+
+def test_calls_without_device_work_use_their_host_span():
+    times, host_bound, notes = choose_latency([0.01, None, 0.01], [0.02, 0.03, 0.02])
+    assert times == [0.01, 0.03, 0.01] and host_bound is False and "1 timed call(s)" in notes[0]
+    times, host_bound, notes = choose_latency([None, None], [0.02, 0.03])
+    assert times == [0.02, 0.03] and host_bound is True
+
+
+def test_cpu_timing_runs_and_keeps_the_audited_call(cpu_device):
+    seen = []
+
+    def fn(a, b, k):
+        seen.append(float(a[0]))
+        return a + b
+
+    fresh = FreshArgs(_bank(2), slots=8)
+    fresh.substitute(3, [torch.full((100,), 5.0), torch.ones(100), 7])
+    keeper = CallKeeper(3)
+    m = time_calls(fn, fresh, warmup=2, iterations=3, device=cpu_device, flusher=L2Flusher(cpu_device), keeper=keeper)
+    assert m.method == "cpu" and len(m.times_ms) == 3 and m.input_sets == 2
+    assert seen == [0.0, 1.0, 0.0, 5.0, 0.0]
+    assert torch.equal(keeper.kept, torch.full((100,), 6.0))
+    stats = m.stats()
+    assert stats.host_median_ms == stats.median_ms and stats.device_median_ms is None and stats.input_sets == 2
+
+
+def test_keeper_copies_destination_outputs_before_the_next_call_overwrites_them():
+    keeper = CallKeeper(1, dps_outputs=1, inspect=lambda args, result: ["looked"])
+    out = torch.zeros(4)
+    keeper.observe(0, [torch.ones(4), out], None)
+    keeper.settle()
+    assert keeper.kept is None
+    keeper.observe(1, [torch.ones(4), out], None)
+    out.fill_(3.0)
+    keeper.settle()
+    out.fill_(-1.0)  # the next call's FreshArgs copy
+    assert torch.equal(keeper.kept[0], torch.full((4,), 3.0)) and keeper.problems == ["looked"]
+
+
+def test_keeper_copies_structured_results():
+    keeper = CallKeeper(0)
+    a, b = torch.ones(2), torch.zeros(2)
+    keeper.keep_now([], {"p": a, "q": (b, 3)})
+    a.fill_(9)
+    assert torch.equal(keeper.kept["p"], torch.ones(2)) and keeper.kept["q"][1] == 3
+
+
+def test_timing_config_defaults_and_validation():
+    assert BenchmarkConfig().timing.method == "auto"
+    assert merge_configs({"iterations": 5}, {"timing": {"method": "events"}}).timing.method == "events"
+    with pytest.raises(ValueError):
+        BenchmarkConfig.model_validate({"timing": {"method": "stopwatch"}})
+    assert BenchmarkConfig.model_validate({"warmup_runs": 1}).model_dump()["timing"] == {"method": "auto"}
