@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sol_execbench.schema import (BenchmarkConfig, Definition, Loaded, Solution, Trace, Workload, load_definition,
                                   load_solution, load_workloads, merge_configs)
@@ -12,12 +12,13 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, Loaded, Solution,
 from .runner import EvalOptions, evaluate_problem
 
 
-def _as_definition(value: Definition | str | Path | dict, notes: Loaded) -> Definition:
-    if isinstance(value, Definition):
+def _as_model(value: Any, model: type, load: Callable[[Path, Loaded], Any], notes: Loaded) -> Any:
+    """A model object as given, validated from a dict, or loaded from a path."""
+    if isinstance(value, model):
         return value
     if isinstance(value, dict):
-        return Definition.model_validate(value)
-    return load_definition(Path(value), notes)
+        return model.model_validate(value)
+    return load(Path(value), notes)
 
 
 def _as_workloads(value: Any, notes: Loaded) -> list[Workload]:
@@ -28,14 +29,6 @@ def _as_workloads(value: Any, notes: Loaded) -> list[Workload]:
     return [w if isinstance(w, Workload) else Workload.model_validate(w) for w in value]
 
 
-def _as_solution(value: Solution | str | Path | dict, notes: Loaded) -> Solution:
-    if isinstance(value, Solution):
-        return value
-    if isinstance(value, dict):
-        return Solution.model_validate(value)
-    return load_solution(Path(value), notes)
-
-
 def evaluate(definition: Definition | str | Path | dict, workloads: Any, solution: Solution | str | Path | dict,
              config: BenchmarkConfig | dict | str | Path | None = None, **options: Any) -> list[Trace]:
     """Evaluate a solution on workloads (model objects, dicts or file paths); one trace per workload.
@@ -44,9 +37,9 @@ def evaluate(definition: Definition | str | Path | dict, workloads: Any, solutio
     ``keep_staging``, ``memory_limit_bytes``, ``dump_failures``, ``use_build_cache``, ``on_trace``.
     """
     notes = Loaded()
-    d = _as_definition(definition, notes)
+    d = _as_model(definition, Definition, load_definition, notes)
     ws = _as_workloads(workloads, notes)
-    s = _as_solution(solution, notes)
+    s = _as_model(solution, Solution, load_solution, notes)
     if isinstance(config, (str, Path)):
         from sol_execbench.schema import load_config
 
