@@ -6,7 +6,10 @@
 # Run from the repository root with the package importable. Writes into $OUT:
 #   env_h100_a.json, env_h100_b.json   two snapshots 60 s apart (the first also warms the hash cache)
 #   probe_a.txt                        the human summary (-v: with the full JSON) of the first probe
-#   probe_timing.txt                   wall seconds of warm probes (whole CLI call) and probe_wall_s
+#   probe_timing.txt                   wall seconds of warm probes (whole CLI call) and probe_wall_s (target < 2 s)
+#   env_cold.json, env_warm.json       a --no-cache probe and the warm probe after it
+#   diff_cold_warm.txt / .json         env diff cold -> warm (expected exit 0: volatile fields only)
+#   warm_imports.txt                   whether a warm probe imported torch (expected False)
 #   diff_a_b.txt / .json               env diff between the two snapshots (expected exit 0: volatile only)
 #   diff_ci_h100.txt / .json           env diff CPU CI machine -> this host (expected exit 1)
 #   env_h100_extended.json             probe with --extended (nm symbol counts), time-boxed
@@ -64,6 +67,19 @@ for i in 1 2 3; do
 done
 rm -f "$OUT"/warm_*.json
 note "warm probe timing: $(tail -1 "$OUT/probe_timing.txt")"
+
+# Cold (every cache recomputed) against warm: the caches must not change any non-volatile field.
+t0=$(now)
+seb env probe --no-cache --json -o "$OUT/env_cold.json" > /dev/null 2>&1
+note "cold probe (--no-cache): exit $? in $(elapsed "$t0" "$(now)") s"
+t0=$(now)
+seb env probe --json -o "$OUT/env_warm.json" > /dev/null 2>&1
+note "warm probe after it: exit $? in $(elapsed "$t0" "$(now)") s"
+seb env diff "$OUT/env_cold.json" "$OUT/env_warm.json" > "$OUT/diff_cold_warm.txt" 2>&1
+note "env diff cold warm: exit $? (expected 0)"
+seb env diff --json "$OUT/env_cold.json" "$OUT/env_warm.json" > "$OUT/diff_cold_warm.json" 2>&1
+"$PY" -c 'import sys; from sol_execbench.envprobe.snapshot import collect; s = collect(); print("torch imported by a warm probe:", "torch" in sys.modules, "probe_wall_s", s["probe_wall_s"])' > "$OUT/warm_imports.txt" 2>&1
+note "$(cat "$OUT/warm_imports.txt") (expected False)"
 
 seb env diff "$OUT/env_h100_a.json" "$OUT/env_h100_b.json" > "$OUT/diff_a_b.txt" 2>&1
 note "env diff a b: exit $? (expected 0)"

@@ -25,9 +25,20 @@ def run():
 
 
 @pytest.fixture
-def fast_probe(monkeypatch, snapshot_copy):
+def probe_calls():
+    """The arguments ``fast_probe``'s stand-in for ``collect`` was called with."""
+    return []
+
+
+@pytest.fixture
+def fast_probe(monkeypatch, snapshot_copy, probe_calls):
     """``env probe`` answers from the session snapshot instead of probing again."""
-    monkeypatch.setattr(snapshot_module, "collect", lambda extended=False: {**snapshot_copy, "extended": extended})
+
+    def collect(extended=False, use_cache=True):
+        probe_calls.append({"extended": extended, "use_cache": use_cache})
+        return {**snapshot_copy, "extended": extended}
+
+    monkeypatch.setattr(snapshot_module, "collect", collect)
     return snapshot_copy
 
 
@@ -51,7 +62,7 @@ def test_probe_summary_ends_with_status_and_lists_reasons(run, fast_probe):
 
 
 def test_probe_ok_marker(run, monkeypatch, snapshot_copy):
-    monkeypatch.setattr(snapshot_module, "collect", lambda extended=False: {**snapshot_copy, "partial_reasons": [], "partial": False})
+    monkeypatch.setattr(snapshot_module, "collect", lambda **_: {**snapshot_copy, "partial_reasons": [], "partial": False})
     assert run("env", "probe").output.rstrip().endswith("[OK]")
 
 
@@ -65,6 +76,12 @@ def test_probe_verbose_and_output_file(run, fast_probe, tmp_path):
 
 def test_probe_extended_flag_reaches_collect(run, fast_probe):
     assert json.loads(run("env", "probe", "--json", "--extended").output)["extended"] is True
+
+
+def test_probe_no_cache_flag_reaches_collect(run, fast_probe, probe_calls):
+    assert run("env", "probe", "--json").exit_code == 0
+    assert run("env", "probe", "--json", "--no-cache").exit_code == 0
+    assert [call["use_cache"] for call in probe_calls] == [True, False]
 
 
 def test_real_probe_through_the_cli(run, tmp_path):

@@ -73,14 +73,14 @@ def test_a_block_that_raises_becomes_a_reason(monkeypatch):
 
 
 def test_collect_survives_a_broken_assembly(monkeypatch):
-    monkeypatch.setattr(snapshot, "_collect", lambda extended: 1 / 0)
+    monkeypatch.setattr(snapshot, "_collect", lambda extended, use_cache: 1 / 0)
     snap = snapshot.collect()
     assert snap["partial_reasons"] == ["snapshot: probe failed: ZeroDivisionError: division by zero"]
     assert _missing_keys(snapshot.empty_snapshot(), snap) == []
 
 
 def test_blocks_without_torch_are_shaped_and_say_why():
-    ctx = Context(torch=None, torch_error="torch cannot be imported: ImportError: nope")
+    ctx = Context(facts=None, torch_error="torch cannot be imported: ImportError: nope")
     for module in (pytorch_build, accelerator):
         block, reasons = module.probe(ctx)
         assert _missing_keys(module.empty(), block) == []

@@ -122,3 +122,64 @@ def test_a_real_cpu_profile_parses_and_finds_the_call_ranges():
     assert names.count(SETUP_RANGE) == 2 and f"{CALL_RANGE}#1" in names
     found = attribute(records, 2, CALL_RANGE, SETUP_RANGE)
     assert [c.span_ns for c in found.calls] == [None, None]  # CPU only: no device records
+
+
+def test_a_launch_from_another_thread_during_setup_is_foreign():
+    """The setup ranges' launches come from the harness's thread; one from another thread that
+    lands while a setup range is open is not the harness's work."""
+    def launch(start, corr, thread):
+        return Activity("cuda_runtime", "cudaLaunchKernel", start, start + 2, correlation=corr, thread=thread)
+
+    records = [_range(SETUP_RANGE, 0, 10, corr=1), launch(2, 100, 11), _kernel("flush_zero", 20, 60, corr=100),
+               launch(5, 101, 11), _kernel("copy", 60, 70, corr=101),
+               launch(7, 102, 99), _kernel("late_work", 80, 90, corr=102),
+               _range(f"{CALL_RANGE}#0", 100, 200, corr=2), launch(150, 103, 99), _kernel("gemm", 300, 400, corr=103)]
+    found = attribute(records, 1, CALL_RANGE, SETUP_RANGE)
+    assert found.setup_count == 2 and [a.name for a in found.foreign] == ["late_work"]
+    assert [a.name for a in found.calls[0].device] == ["gemm"]  # any thread's launch inside a call is the call's
+
+
+def _old_kineto_event(name, device, start=0, end=1, corr=0, linked=0, resource=0):
+    """A ``_KinetoEvent`` of torch 2.11: no ``activity_type()`` accessor."""
+    values = {"name": name, "start_ns": start, "end_ns": end, "correlation_id": corr, "linked_correlation_id": linked,
+              "device_resource_id": resource, "device_type": f"DeviceType.{device}"}
+    return SimpleNamespace(**{key: (lambda v=value: v) for key, value in values.items()})
+
+
+def test_record_kinds_are_inferred_where_torch_has_no_activity_type():
+    events = [_old_kineto_event(SETUP_RANGE, "CPU", 0, 10, corr=1),
+              _old_kineto_event("aten::fill_", "CPU", 1, 9, corr=2),
+              _old_kineto_event("cudaLaunchKernel", "CPU", 2, 4, corr=100, resource=77),
+              _old_kineto_event("cudaMemcpyAsync", "CPU", 5, 6, corr=101, resource=77),
+              _old_kineto_event("cuLaunchKernelEx", "CPU", 6, 7, corr=102, resource=77),
+              _old_kineto_event("void at::native::vectorized_elementwise_kernel<4>", "CUDA", 20, 30, corr=100, linked=2,
+                                resource=7),
+              _old_kineto_event("Memcpy DtoD (Device -> Device)", "CUDA", 30, 40, corr=101, resource=7),
+              _old_kineto_event("Memset (Device)", "CUDA", 40, 41, corr=103, resource=7),
+              _old_kineto_event(f"{CALL_RANGE}#0", "CUDA", 20, 40, resource=7),  # the range projected on the GPU
+              _old_kineto_event("add_kernel", "CUDA", 50, 60, corr=102, resource=7)]
+    records = from_kineto(events)
+    assert [r.kind for r in records] == ["user_annotation", "cpu_op", "cuda_runtime", "cuda_runtime", "cuda_runtime",
+                                         "kernel", "gpu_memcpy", "gpu_memset", "kernel"]
+    assert records[2].thread == 77 and records[5].stream == 7
+
+
+def test_a_setup_range_opened_inside_a_call_is_forged_and_hides_nothing():
+    """A solution that wraps its work in record_function('sol_execbench::setup') does not get it
+    left out as the harness's own: the range is not the harness's, and it is reported."""
+    records = [_range(SETUP_RANGE, 0, 10, corr=1), _launch(5, corr=100), _kernel("flush_zero", 20, 60, corr=100),
+               _range(f"{CALL_RANGE}#0", 100, 200, corr=2), _range(SETUP_RANGE, 110, 150, corr=3),
+               _launch(120, corr=101), _kernel("gemm", 300, 400, corr=101, linked=3)]
+    found = attribute(records, 1, CALL_RANGE, SETUP_RANGE)
+    assert [a.name for a in found.calls[0].device] == ["gemm"] and found.setup_count == 1
+    assert found.forged_ranges == [SETUP_RANGE]
+
+
+def test_ranges_from_another_thread_are_not_the_harnesss():
+    def on(thread, name, start, end, corr):
+        return Activity("user_annotation", name, start, end, correlation=corr, thread=thread)
+
+    records = [on(1, SETUP_RANGE, 0, 10, 1), on(1, f"{CALL_RANGE}#0", 100, 200, 2), on(1, f"{CALL_RANGE}#1", 300, 400, 3),
+               on(2, SETUP_RANGE, 210, 290, 4), _launch(250, corr=101), _kernel("late", 500, 600, corr=101)]
+    found = attribute(records, 2, CALL_RANGE, SETUP_RANGE)
+    assert found.forged_ranges == [SETUP_RANGE] and [a.name for a in found.foreign] == ["late"]

@@ -109,3 +109,19 @@ def test_an_exception_in_a_call_is_the_solutions_not_a_fallback(fake_gpu):
 
     with pytest.raises(RuntimeError, match="CUPTI_ERROR"):
         _time(fake_gpu, fails_when_profiled)
+
+
+def test_device_work_without_a_launch_record_is_suspicious_where_launches_are_recorded(fake_gpu, monkeypatch):
+    """Every launch of the profiled thread has its launch record; a kernel without one was
+    launched by a thread the profiler does not follow."""
+    with_kernels = _with_kernels(5_000_000)
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        t = records[-1].end_ns
+        return records + [Activity("cuda_runtime", "cudaLaunchKernel", t, t + 5, correlation=900),
+                          Activity("kernel", "mystery", t + 10, t + 20, correlation=901)]
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _time(fake_gpu, lambda x, y: x + y)
+    assert any("no launch record" in s and "mystery" in s for s in m.suspicious), m.suspicious

@@ -17,6 +17,27 @@ def gpu():
     return current()
 
 
+@pytest.fixture(autouse=True)
+def cuda_state_left_clean():
+    """Each test leaves the default stream current and the CUDA generator usable (a failed graph
+    capture once left it in capture mode, and every later test's torch.randn failed)."""
+    import torch
+
+    yield
+    from sol_execbench.evaluate.timing_methods.graph import reset_after_failed_capture
+
+    stream_ok = torch.cuda.current_stream() == torch.cuda.default_stream()
+    try:
+        torch.randn(1, device="cuda")
+        rng_ok = True
+    except RuntimeError:
+        rng_ok = False
+    if not (stream_ok and rng_ok):
+        torch.cuda.set_stream(torch.cuda.default_stream())
+        reset_after_failed_capture()  # so the next test starts clean, then fail this one
+        pytest.fail(f"the test left CUDA state behind: default stream current {stream_ok}, CUDA RNG usable {rng_ok}")
+
+
 def _time(fn, values, gpu, method="device", iterations=20, warmup=3, keeper=None):
     from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, time_calls
 
@@ -33,7 +54,7 @@ def _vectors(n=1 << 12):
 
 def test_device_time_of_a_tiny_kernel_excludes_the_flush_and_launch(gpu):
     m = _time(lambda x, y: x + y, _vectors(), gpu)
-    assert m.method == "device" and m.host_bound is False and m.note is None
+    assert m.method == "device" and m.host_bound is False and m.note is None, m.note
     assert 0 < m.stats().median_ms < 0.015  # a 4096-element add: a few us; the flush alone takes far longer
     assert m.warnings == [] and m.suspicious == []
 
@@ -64,7 +85,8 @@ def test_a_call_that_launches_nothing_is_reported_and_timed_by_the_host(gpu):
 
     ready = torch.zeros(4096, device="cuda")
     m = _time(lambda x, y: ready, _vectors(), gpu)
-    assert any("launched no kernel" in w for w in m.warnings)
+    assert m.method == "device", m.note
+    assert any("launched no kernel" in w for w in m.warnings), m.warnings
     assert m.host_bound is True and m.stats().median_ms == m.stats().host_median_ms
 
 
@@ -74,6 +96,7 @@ def test_host_work_makes_the_call_host_bound(gpu):
         return x + y
 
     m = _time(slow_host, _vectors(), gpu)
+    assert m.method == "device", m.note
     assert m.host_bound is True and m.stats().median_ms >= 1.0
 
 
@@ -86,33 +109,56 @@ def test_a_profiler_already_running_falls_back_to_events_and_is_suspicious(gpu):
 
 
 def test_graph_method_and_its_fallback(gpu):
+    import torch
+
     m = _time(lambda x, y: x + y, _vectors(), gpu, method="graph")
-    assert m.method == "graph" and "graph(s), one per input set" in m.note
+    assert m.method == "graph" and "graph(s), one per input set" in m.note, m.note
+    m = _time(lambda x, y: x + torch.rand_like(y), _vectors(), gpu, method="graph")  # random draws are capturable
+    assert m.method == "graph", m.note
     m = _time(lambda x, y: (x + y) * float((x > 0).sum().item() > 0), _vectors(), gpu, method="graph")
-    assert m.method == "device" and "graph capture failed" in m.note
+    assert m.method == "device" and "graph capture failed" in m.note, m.note
+    assert "not restored" not in m.note and any("was not used" in w for w in m.warnings)
+
+
+def test_a_failed_capture_leaves_the_process_as_it_was(gpu):
+    import torch
+
+    torch.manual_seed(7)
+    expected = torch.randn(8, device="cuda")
+    torch.manual_seed(7)
+    m = _time(lambda x, y: x * float(y.sum().item()), _vectors(), gpu, method="graph")
+    assert m.method == "device" and "graph capture failed" in m.note, m.note
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(8, device="cuda"), expected)  # the generator draws, and as before
 
 
 def test_device_work_launched_by_another_thread_outside_the_calls_is_suspicious(gpu):
+    """A thread woken by the call launches once the call has returned, while the harness waits
+    for the device (the call leaves a long matmul running, so that wait is long)."""
     import torch
 
     a = torch.randn(1024, 1024, device="cuda")
-    pending: list = []
+    big = torch.randn(4096, 4096, device="cuda")
+    wake = threading.Event()
 
     def late_launcher():
         while True:
-            if pending:
-                pending.pop()
-                a @ a
-            time.sleep(0.0002)
+            wake.wait()
+            wake.clear()
+            time.sleep(0.0002)  # the call has returned by now; the device is still busy with it
+            a @ a
 
     threading.Thread(target=late_launcher, daemon=True).start()
 
     def fn(x, y):
-        pending.append(1)
+        big @ big  # a few ms of device work left running when the call returns
+        wake.set()
         return x + y
 
-    m = _time(fn, _vectors(), gpu)
-    assert m.suspicious and "outside the timed calls" in m.suspicious[0]
+    m = _time(fn, _vectors(), gpu, warmup=1, iterations=10)
+    assert m.method == "device", m.note
+    assert any("outside the timed calls" in s or "no launch record" in s for s in m.suspicious), m.suspicious
 
 
 def test_audited_call_keeps_its_output_under_every_method(gpu):

@@ -30,6 +30,17 @@ def test_a_changed_method_table_entry_is_tampering(monkeypatch):
     assert "sol_execbench.evaluate.timing.METHODS" in snapshot.tampered()
 
 
+def test_library_state_on_watched_classes_is_not_tampering_but_their_methods_are(monkeypatch):
+    """torch.cuda.graph sets its lazily made default_capture_stream at the first capture (the
+    graph method's own): that is torch's state, not a replaced function (a GPU run once called it
+    REWARD_HACK). Replacing the class's methods still is."""
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setattr(torch.cuda.graph, "default_capture_stream", object())
+    assert snapshot.tampered() == []
+    monkeypatch.setattr(torch.cuda.graph, "__enter__", lambda self: None)
+    assert snapshot.tampered() == ["torch.cuda.graph.__enter__"]
+
+
 def test_the_check_survives_replacing_the_checker(monkeypatch):
     snapshot = guards.IntegritySnapshot()
     monkeypatch.setattr(guards.IntegritySnapshot, "_tampered", lambda self: [])

@@ -1,6 +1,6 @@
 """``sol-execbench env probe`` and ``sol-execbench env diff``.
 
-torch is imported by the probe when it runs, never when this module loads.
+Neither this module nor a warm probe imports torch (see ``envprobe.torch_facts``).
 """
 
 from __future__ import annotations
@@ -55,14 +55,17 @@ def _print_summary(snapshot: dict[str, Any], verbose: bool, written: Path | None
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot JSON only.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the full JSON after the summary.")
 @click.option("--extended", is_flag=True, help="Also run the expensive probes (nm symbol counts over libtorch), each time-boxed.")
-def probe_cmd(output: Path | None, as_json: bool, verbose: bool, extended: bool) -> None:
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Re-probe everything the probe caches (torch build and device facts, library hashes and versions) "
+                   "and store the fresh results.")
+def probe_cmd(output: Path | None, as_json: bool, verbose: bool, extended: bool, no_cache: bool) -> None:
     """Snapshot this host's environment: host, PyTorch build, GPUs, vendor libraries, variables.
 
     Never fails on what it cannot read: such fields are null and listed as partial reasons.
     """
     from sol_execbench.envprobe.snapshot import collect
 
-    snapshot = collect(extended=extended)
+    snapshot = collect(extended=extended, use_cache=not no_cache)
     text = json.dumps(snapshot, indent=2, default=str)
     if output is not None:
         try:

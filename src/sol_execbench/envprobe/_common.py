@@ -7,9 +7,11 @@ wants to know why, a short cause string.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,26 @@ def cache_dir() -> Path:
     return Path(base) / "sol-execbench"
 
 
+def read_json_cache(path: Path) -> dict[str, Any]:
+    """A cache file's JSON object; ``{}`` when it is missing, unreadable, corrupt or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json_cache(path: Path, data: Any) -> None:
+    """Replace a cache file atomically (readers never see half a file); a failure only costs time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def rocm_root() -> Path:
     """The ROCm installation root: ``$ROCM_PATH``, else ``/opt/rocm``."""
     return Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
@@ -125,13 +147,36 @@ def rocm_root() -> Path:
 
 @dataclass(frozen=True)
 class Context:
-    """What blocks probed after the torch import share: the module (or why it is missing) and the mode."""
+    """What the blocks that describe torch and the GPUs share: the torch facts, the mode, the caches."""
 
-    torch: Any = None
+    facts: Any = None
+    """A ``torch_facts.TorchFacts`` (version.py now, the imported torch's facts when asked); None: no torch."""
     torch_error: str | None = None
+    """Why there is no torch, when ``facts`` is None."""
     extended: bool = False
-    loaded: tuple[str, ...] = ()
-    """Shared objects mapped into this process after the torch import (``/proc/self/maps``)."""
+    loaded: tuple[str, ...] | None = None
+    """Shared objects ``import torch`` maps; None: ask ``facts`` (tests pass a tuple)."""
+    refresh: bool = False
+    """``env probe --no-cache``: recompute what the caches hold (and store the fresh results)."""
+
+    def build_facts(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The imported torch's build record, or None and why there is none."""
+        if self.facts is None:
+            return None, self.torch_error or "torch is not importable"
+        return self.facts.build()
+
+    @property
+    def cuda_build(self) -> bool:
+        return bool(self.facts is not None and self.facts.cuda_version)
+
+    @property
+    def hip_build(self) -> bool:
+        return bool(self.facts is not None and self.facts.hip_version)
+
+    def libraries(self) -> tuple[str, ...]:
+        if self.loaded is not None:
+            return self.loaded
+        return self.facts.loaded() if self.facts is not None else ()
 
 
 def run_parts(block: str, parts: dict[str, Callable[[Reasons], Any]]) -> tuple[dict[str, Any], list[str]]:

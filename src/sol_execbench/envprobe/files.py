@@ -1,4 +1,4 @@
-"""Library files: numeric version order, the files a process has loaded, sha256 with a stat-keyed cache.
+"""Library files: numeric version order, the files a process has loaded, a stat-keyed cache of per-file facts.
 
 A library's version and its hash must describe the same file, so callers pick one path with
 ``best_versioned_file`` or ``loaded_libraries`` and pass that one path to both.
@@ -7,13 +7,14 @@ A library's version and its hash must describe the same file, so callers pick on
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ._common import cache_dir
+from ._common import cache_dir, read_json_cache, write_json_cache
 
 _HASH_CACHE_NAME = "envprobe-file-hashes.json"
 _hash_lock = threading.Lock()
@@ -82,41 +83,50 @@ def _cache_file() -> Path:
 def _load_memo() -> dict[str, dict]:
     global _hash_memo
     if _hash_memo is None:
-        try:
-            raw = json.loads(_cache_file().read_text())
-            _hash_memo = raw if isinstance(raw, dict) else {}
-        except (OSError, ValueError):
-            _hash_memo = {}
+        _hash_memo = read_json_cache(_cache_file())
     return _hash_memo
 
 
 def _save_memo(memo: dict[str, dict]) -> None:
-    target = _cache_file()
+    write_json_cache(_cache_file(), memo)
+
+
+def _stamp(real: str) -> dict[str, int] | None:
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo, sort_keys=True))
-        os.replace(tmp, target)
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-
-
-def sha256_file(path: str | Path) -> str | None:
-    """Hex sha256 of ``path`` (links resolved), or None when unreadable.
-
-    Results are kept in ``~/.cache/sol-execbench/envprobe-file-hashes.json`` keyed by path, size,
-    mtime and inode, so a warm probe does not re-read half a gigabyte of cuBLASLt.
-    """
-    try:
-        real = os.path.realpath(path)
         st = os.stat(real)
     except OSError:
         return None
-    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
-    with _hash_lock:
-        cached = _load_memo().get(real)
-        if cached and all(cached.get(k) == v for k, v in stamp.items()):
-            return cached.get("sha256")
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def file_fact(path: str | Path, name: str, compute: Callable[[str], Any], refresh: bool = False) -> Any:
+    """``compute(real path)``, kept in the per-file cache under ``name``; ``refresh`` recomputes.
+
+    One cache entry per file, keyed by its resolved path, size, mtime and inode: facts about the
+    same bytes (the sha256, a library's version call) share the entry, and a changed file drops
+    them all. Exceptions from ``compute`` propagate and a None result is not kept, so a failure
+    is retried on the next probe rather than remembered.
+    """
+    real = os.path.realpath(path)
+    stamp = _stamp(real)
+    if stamp is not None and not refresh:
+        with _hash_lock:
+            cached = _load_memo().get(real)
+            if isinstance(cached, dict) and name in cached and all(cached.get(k) == v for k, v in stamp.items()):
+                return cached[name]
+    value = compute(real)
+    if value is not None and stamp is not None:
+        with _hash_lock:
+            memo = _load_memo()
+            entry = memo.get(real)
+            if not isinstance(entry, dict) or any(entry.get(k) != v for k, v in stamp.items()):
+                entry = dict(stamp)
+            memo[real] = {**entry, name: value}
+            _save_memo(memo)
+    return value
+
+
+def _sha256(real: str) -> str | None:
     digest = hashlib.sha256()
     try:
         with open(real, "rb") as fh:
@@ -124,12 +134,16 @@ def sha256_file(path: str | Path) -> str | None:
                 digest.update(chunk)
     except OSError:
         return None
-    result = digest.hexdigest()
-    with _hash_lock:
-        memo = _load_memo()
-        memo[real] = {**stamp, "sha256": result}
-        _save_memo(memo)
-    return result
+    return digest.hexdigest()
+
+
+def sha256_file(path: str | Path, refresh: bool = False) -> str | None:
+    """Hex sha256 of ``path`` (links resolved), or None when unreadable.
+
+    Kept in ``~/.cache/sol-execbench/envprobe-file-hashes.json`` (``file_fact``), so a warm probe
+    does not re-read half a gigabyte of cuBLASLt.
+    """
+    return file_fact(path, "sha256", _sha256, refresh)
 
 
 def filename_fingerprint(folders: dict[str, Path], patterns: tuple[str, ...]) -> tuple[str | None, int]:

@@ -8,7 +8,6 @@ probes once per process and caches the result: traces carry it without a probe p
 from __future__ import annotations
 
 import functools
-import os
 import hashlib
 import json
 from typing import Any
@@ -82,22 +81,16 @@ def host_fingerprint() -> str:
 
 def host_cached_environment_hash() -> str | None:
     """The environment hash, re-probed only when the host fingerprint changed. Never raises."""
-    from ._common import cache_dir
+    from ._common import cache_dir, read_json_cache, write_json_cache
 
     try:
         fingerprint = host_fingerprint()
         path = cache_dir() / "environment-hash.json"
-        try:
-            stored = json.loads(path.read_text())
-            if stored.get("fingerprint") == fingerprint:
-                return stored["hash"]
-        except (OSError, ValueError, KeyError):
-            pass
+        stored = read_json_cache(path)
+        if stored.get("fingerprint") == fingerprint and isinstance(stored.get("hash"), str):
+            return stored["hash"]
         value = environment_hash()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"fingerprint": fingerprint, "hash": value}))
-        tmp.replace(path)
+        write_json_cache(path, {"fingerprint": fingerprint, "hash": value})
         return value
     except Exception:  # a hash is a convenience; never fail an evaluation for it
         return None

@@ -185,9 +185,8 @@ def read_devices() -> tuple[dict[str, Any], list[str]] | None:
 def probe(ctx: Context, devices: Any = UNREAD) -> tuple[dict[str, Any], list[str]]:
     """The whole block; ``devices`` is ``read_devices()``'s result when the caller ran it already."""
     block = empty()
-    cuda_build = bool(ctx.torch is not None and getattr(ctx.torch.version, "cuda", None))
     nvml = read_devices() if devices is UNREAD else devices
-    why = start_vendor_block(block, "nvidia", nvml, cuda_build, "CUDA build of torch but no NVIDIA driver (/dev/nvidiactl absent)")
+    why = start_vendor_block(block, "nvidia", nvml, ctx.cuda_build, "CUDA build of torch but no NVIDIA driver (/dev/nvidiactl absent)")
     if why is None:
         return block, []  # not an NVIDIA host: nothing is missing
     block["libraries"], lines = probe_libraries(ctx)

@@ -1,7 +1,8 @@
-"""The NVIDIA libraries this process runs with: the real file, its version (asked of the library), its hash.
+"""The NVIDIA libraries torch runs with: the real file, its version (asked of the library), its hash.
 
-Files are found where the loader found them (``/proc/self/maps`` after the torch import), else in
-the ``nvidia-*`` pip packages, else in the CUDA toolkit. The version comes from the library's own
+Files are found where the loader put them when torch was imported (``/proc/self/maps`` of the
+child interpreter ``torch_facts`` records, cached with the build record), else in the
+``nvidia-*`` pip packages, else in the CUDA toolkit. The version comes from the library's own
 call (``cublasLtGetVersion``, ``cudnnGetVersion`` ...) made on that same file, so version and
 hash describe one file; ``torch.utils.collect_env`` instead reads cuDNN from ldconfig and CUDA
 from nvcc, which misreports pip installs.
@@ -18,8 +19,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from . import cuda_driver
 from ._common import Context, Reasons, error_text, run_parts
-from .files import best_versioned_file, find_loaded, sha256_file, so_version
+from .files import best_versioned_file, file_fact, find_loaded, sha256_file, so_version
 from .packages import distribution_version
 
 SYSTEM_DIRS = ("/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64")
@@ -139,22 +141,32 @@ def _package_version(lib: NvLib) -> str | None:
     return None
 
 
-def _call_version(lib: NvLib, path: str, location: str) -> str:
-    mode = ctypes.RTLD_GLOBAL | (os.RTLD_NOLOAD if location == "loaded" else 0)
-    return lib.version_call(ctypes.CDLL(path, mode=mode))  # type: ignore[misc]
+def _call_version(lib: NvLib, path: str) -> str:
+    # A file already mapped by this process is found by dlopen and not loaded twice.
+    return lib.version_call(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))  # type: ignore[misc]
 
 
-def describe(lib: NvLib, loaded: tuple[str, ...], why: Reasons) -> dict[str, Any]:
+def library_version(lib: NvLib, path: str, refresh: bool = False) -> str:
+    """The version the library reports of itself, kept with its sha256 in the per-file cache.
+
+    The cache (same path, size, mtime and inode key) is what lets a warm probe skip the dlopen of
+    half a gigabyte of cuBLASLt; the answer is still the library's own (``version_from`` stays
+    ``library_call``). A failed call raises and is not kept.
+    """
+    return file_fact(path, f"version_call:{lib.key}", lambda real: _call_version(lib, real), refresh)
+
+
+def describe(lib: NvLib, loaded: tuple[str, ...], why: Reasons, refresh: bool = False) -> dict[str, Any]:
     entry = empty_library()
     entry["package_version"] = _package_version(lib)
     path, location = locate(lib, loaded)
     if path is None:
         why.add(f"libraries.{lib.key}", f"{lib.stem}.so not loaded and not found in nvidia pip packages or CUDA dirs")
         return entry
-    entry.update(path=path, location=location, sha256=sha256_file(path))
+    entry.update(path=path, location=location, sha256=sha256_file(path, refresh))
     if lib.version_call is not None and (location == "loaded" or lib.may_load):
         try:
-            entry.update(version=_call_version(lib, path, location), version_from="library_call")
+            entry.update(version=library_version(lib, path, refresh), version_from="library_call")
         except (OSError, AttributeError, ValueError) as exc:
             why.add(f"libraries.{lib.key}.version", f"version call on {path} failed: {error_text(exc)}")
     if entry["version"] is None:
@@ -169,13 +181,11 @@ def describe(lib: NvLib, loaded: tuple[str, ...], why: Reasons) -> dict[str, Any
 
 def probe_libraries(ctx: Context) -> tuple[dict[str, Any], list[str]]:
     """Every library of ``NVIDIA_LIBS``, described concurrently (hashing releases the GIL)."""
-    return run_parts("nvidia", {lib.key: partial(describe, lib, ctx.loaded) for lib in NVIDIA_LIBS})
+    loaded = ctx.libraries()
+    return run_parts("nvidia", {lib.key: partial(describe, lib, loaded, refresh=ctx.refresh) for lib in NVIDIA_LIBS})
 
 
 def cuda_driver_api_version() -> int | None:
     """cuDriverGetVersion() of libcuda.so.1 (needs no cuInit), or None without a driver."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        return _int_out(lib, "cuDriverGetVersion")
-    except (OSError, AttributeError):
-        return None
+    lib = cuda_driver.load()
+    return cuda_driver.driver_version(lib) if lib is not None else None

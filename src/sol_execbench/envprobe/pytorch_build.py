@@ -2,6 +2,8 @@
 
 Build flags come from ``torch.__config__.show()``. They are CMake-time facts (``USE_ROCM_CK_SDPA``
 is a compile definition, not a runtime variable: setting it in the environment does nothing).
+Nothing here imports torch: the version fields are read from ``torch/version.py`` and the rest
+from the build record ``torch_facts`` keeps (cached per torch install).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import Context, Reasons, error_text, read_text, run_command
+from ._common import Context, Reasons, read_text, run_command
 from .extended import bundled_symbols
 from .extended import empty as empty_symbols
 
@@ -176,34 +178,37 @@ def _fill_sources(block: dict[str, Any], torch_path: Path, why: Reasons) -> None
     )
 
 
+def _from_record(block: dict[str, Any], record: dict[str, Any], declared: dict[str, Any] | None, why: Reasons) -> None:
+    """Fill the torch-reported fields: ``torch/version.py`` first (read now), the imported torch's record second."""
+    pick = {"version": "__version__", "git_version": "git_version", "cuda": "cuda", "hip": "hip", "debug": "debug"}
+    values = {name: (declared or {}).get(attr, record.get(name)) for name, attr in pick.items()}
+    commit = values["git_version"]
+    block.update(
+        version=values["version"],
+        git_commit=commit if commit and commit != "Unknown" else None,
+        cuda_version=values["cuda"],
+        hip_version=values["hip"],
+        debug=values["debug"],
+        install_path=record.get("install_path"),
+        cxx11_abi=record.get("cxx11_abi"),
+    )
+    if record.get("config") is not None:
+        block.update(parse_config(record["config"]))
+    else:
+        why.add("build_flags", record.get("config_error") or "torch.__config__.show() gave nothing")
+    flags = record.get("arch_flags")
+    block["arch_list"] = sorted(set(flags.split())) if isinstance(flags, str) and flags.strip() else None
+
+
 def probe(ctx: Context) -> tuple[dict[str, Any], list[str]]:
     block, why = empty(), Reasons("pytorch_build")
-    torch = ctx.torch
-    if torch is None:
-        why.add("", ctx.torch_error or "torch is not importable")
+    record, error = ctx.build_facts()
+    if record is None:
+        why.add("", error or "torch is not importable")
         return block, why.lines
-    version = getattr(torch, "version", None)
-    commit = getattr(version, "git_version", None)
-    block.update(
-        version=getattr(torch, "__version__", None),
-        git_commit=commit if commit and commit != "Unknown" else None,
-        cuda_version=getattr(version, "cuda", None),
-        hip_version=getattr(version, "hip", None),
-        debug=getattr(version, "debug", None),
-        install_path=str(Path(torch.__file__).parent),
-        cxx11_abi=getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None),
-    )
-    try:
-        block.update(parse_config(torch.__config__.show()))
-    except Exception as exc:  # noqa: BLE001
-        why.add("build_flags", f"torch.__config__.show() failed: {error_text(exc)}")
-    arch_flags = getattr(torch._C, "_cuda_getArchFlags", None)
-    try:
-        flags = arch_flags() if callable(arch_flags) else None
-    except Exception:  # noqa: BLE001 - CPU builds raise or return None
-        flags = None
-    block["arch_list"] = sorted(set(flags.split())) if flags else None
-    _fill_sources(block, Path(torch.__file__).parent, why)
+    _from_record(block, record, ctx.facts.declared if ctx.facts is not None else None, why)
+    torch_path = Path(record.get("install_path") or ctx.facts.path)
+    _fill_sources(block, torch_path, why)
     if ctx.extended:
-        block["bundled_symbols"] = bundled_symbols(Path(torch.__file__).parent, why)
+        block["bundled_symbols"] = bundled_symbols(torch_path, why)
     return block, why.lines

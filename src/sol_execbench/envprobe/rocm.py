@@ -80,10 +80,6 @@ def installed() -> bool:
     return os.path.exists("/dev/kfd") or rocm_root().is_dir()
 
 
-def _hip_build(ctx: Context) -> bool:
-    return bool(ctx.torch is not None and getattr(ctx.torch.version, "hip", None))
-
-
 def _bin_dirs() -> tuple[str, ...]:
     return (str(rocm_root() / "bin"),)
 
@@ -154,10 +150,12 @@ def probe(ctx: Context, tools: Any = UNREAD) -> tuple[dict[str, Any], list[str]]
     block = empty()
     found = read_tools() if tools is UNREAD else tools
     cause = "ROCm build of torch but no ROCm installation ($ROCM_PATH or /opt/rocm) and no /dev/kfd"
-    why = start_vendor_block(block, "rocm", found, _hip_build(ctx), cause)
+    why = start_vendor_block(block, "rocm", found, ctx.hip_build, cause)
     if why is None:
         return block, []  # not a ROCm host: nothing is missing
-    block["libraries"], lines = run_parts("rocm", {lib.key: partial(describe, lib, ctx.loaded) for lib in ROCM_LIBS})
+    loaded = ctx.libraries()
+    parts = {lib.key: partial(describe, lib, loaded, refresh=ctx.refresh) for lib in ROCM_LIBS}
+    block["libraries"], lines = run_parts("rocm", parts)
     block["tensile"] = tensile(block["libraries"])
-    block["aotriton"] = aotriton()
+    block["aotriton"] = aotriton(ctx.refresh)
     return block, why.lines + lines

@@ -74,7 +74,7 @@ def _locate(lib: RocmLib, loaded: tuple[str, ...]) -> tuple[Path | None, str | N
     return None, None
 
 
-def describe(lib: RocmLib, loaded: tuple[str, ...], why: Reasons) -> dict[str, Any]:
+def describe(lib: RocmLib, loaded: tuple[str, ...], why: Reasons, refresh: bool = False) -> dict[str, Any]:
     entry = empty_library()
     header = read_text(rocm_root() / "include" / lib.header)
     if header:
@@ -85,7 +85,7 @@ def describe(lib: RocmLib, loaded: tuple[str, ...], why: Reasons) -> dict[str, A
     if path is None:
         why.add(f"libraries.{lib.key}.path", f"{lib.stem}.so not loaded, not in the torch wheel, not in {rocm_root() / 'lib'}")
         return entry
-    entry.update(path=str(path), location=location, file_version=so_version(path), sha256=sha256_file(path))
+    entry.update(path=str(path), location=location, file_version=so_version(path), sha256=sha256_file(path, refresh))
     if lib.kernel_db:
         folder = path.parent.parent / lib.kernel_db
         entry["kernel_db_fingerprint"], entry["kernel_db_files"] = filename_fingerprint({lib.key: folder}, KERNEL_DB_PATTERNS)
@@ -122,7 +122,7 @@ def composable_kernel(why: Reasons) -> dict[str, Any]:
     return block
 
 
-def aotriton() -> dict[str, Any]:
+def aotriton(refresh: bool = False) -> dict[str, Any]:
     """AOTriton bundled in the torch wheel (``torch/lib/libaotriton_v2.so.X.Y.Z``); a cmake download, not a submodule."""
     block = {
         "bundled_present": False,
@@ -140,5 +140,5 @@ def aotriton() -> dict[str, Any]:
     block["bundled_images_dir_present"] = (lib_dir / "aotriton.images").is_dir()
     if best is not None:
         # Version and hash come from the same file: the highest version by numeric order.
-        block.update(bundled_present=True, bundled_version=so_version(best), bundled_lib_path=str(best), bundled_lib_hash=sha256_file(best))
+        block.update(bundled_present=True, bundled_version=so_version(best), bundled_lib_path=str(best), bundled_lib_hash=sha256_file(best, refresh))
     return block

@@ -2,8 +2,9 @@
 
 ``collect()`` never raises. Each block is fully shaped (every key present, null when unknown);
 what could not be read is one line in ``partial_reasons`` naming the field and the cause.
-Blocks that wait on files or commands run concurrently with the torch import; the blocks that
-need torch (and ``/proc/self/maps`` after it) run concurrently after it.
+All blocks run concurrently. torch is not imported here: what only an imported torch can tell
+comes from ``torch_facts`` (cached per torch install; computed in a child interpreter on a miss),
+so a warm probe costs file reads, NVML and the CUDA driver API, not a torch import.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any, Callable
 from sol_execbench import __version__
 
 from . import accelerator, env_vars, host, nvidia, packages, python_env, pytorch_build, rocm
-from ._common import Context, error_text, import_torch
-from .files import loaded_libraries
+from ._common import Context, error_text
+from .torch_facts import TorchFacts
 
 SCHEMA_VERSION = "1.0"
 TOOL_NAME = "sol-execbench"
@@ -92,15 +93,15 @@ def empty_snapshot(extended: bool = False) -> dict[str, Any]:
     return snap
 
 
-def _collect(extended: bool) -> dict[str, Any]:
+def _collect(extended: bool, use_cache: bool) -> dict[str, Any]:
     start = time.perf_counter()
     snap = empty_snapshot(extended)
     results: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    # One worker per task: late blocks wait on prefetches and on each other's torch facts, never on a queue.
+    with ThreadPoolExecutor(max_workers=len(_INDEPENDENT) + len(_PREFETCH) + len(_AFTER_TORCH)) as pool:
         early = {name: pool.submit(_guarded, name, fn) for name, fn in _INDEPENDENT.items()}
         prefetched = {name: pool.submit(fn) for name, fn in _PREFETCH.items()}
-        torch, torch_error = import_torch()
-        ctx = Context(torch=torch, torch_error=torch_error, extended=extended, loaded=tuple(loaded_libraries()))
+        ctx = Context(facts=TorchFacts(refresh=not use_cache), extended=extended, refresh=not use_cache)
         late = {name: pool.submit(_guarded, name, _late(fn, prefetched.get(name)), ctx) for name, fn in _AFTER_TORCH.items()}
         results.update({name: future.result() for name, future in {**early, **late}.items()})
     for name in BLOCK_ORDER:
@@ -111,10 +112,14 @@ def _collect(extended: bool) -> dict[str, Any]:
     return snap
 
 
-def collect(extended: bool = False) -> dict[str, Any]:
-    """Probe this host and process. Never raises; see the module doc for the contract."""
+def collect(extended: bool = False, use_cache: bool = True) -> dict[str, Any]:
+    """Probe this host. Never raises; see the module doc for the contract.
+
+    ``use_cache=False`` (``env probe --no-cache``) recomputes what the caches hold (torch facts,
+    library hashes and versions) and stores the fresh results.
+    """
     try:
-        return _collect(extended)
+        return _collect(extended, use_cache)
     except Exception as exc:  # noqa: BLE001 - a bug in the assembly itself still yields a shaped snapshot
         snap = empty_snapshot(extended)
         snap.update(partial=True, partial_reasons=[f"snapshot: probe failed: {error_text(exc)}"])

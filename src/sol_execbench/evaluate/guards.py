@@ -55,6 +55,17 @@ def _resolution(label: str, cls: type, name: str) -> list[Held]:
     return held
 
 
+def _behaviour(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` is code (a function, method, property or other descriptor) rather than
+    plain data. A library's own state on its classes changes as it runs: ``torch.cuda.graph``
+    keeps a lazily made ``default_capture_stream``, set by the first capture (the harness's)."""
+    try:
+        value = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return False
+    return callable(value) or hasattr(type(value), "__get__")
+
+
 def _public_names(cls: type) -> list[str]:
     return [n for n in dir(cls) if not (n.startswith("__") and n not in _KEPT_DUNDERS)]
 
@@ -81,7 +92,8 @@ class IntegritySnapshot:
             cls = getattr(importlib.import_module(modname), clsname, None)
             if isinstance(cls, type):
                 for name in _public_names(cls):
-                    self._held.extend(_resolution(f"{modname}.{clsname}.{name}", cls, name))
+                    if _behaviour(cls, name):
+                        self._held.extend(_resolution(f"{modname}.{clsname}.{name}", cls, name))
         for modname, name in _WATCHED_ATTRIBUTES:
             module = importlib.import_module(modname)
             if hasattr(module, name):

@@ -20,6 +20,7 @@ timed loop ran.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -39,17 +40,41 @@ class Activity:
     correlation: int = 0
     linked: int = 0
     stream: int | None = None
+    thread: int = 0  # host records: the thread that made the call or opened the range (0: not known)
+
+
+_API_CALL = re.compile(r"^(cuda|cu|hip|hsa)[A-Z]\w*$")  # cudaLaunchKernel, cuLaunchKernelEx, hipMemcpyAsync
+_OWN_RANGE_PREFIX = "sol_execbench::"
+
+
+def _method(event: Any, name: str) -> Any:
+    try:
+        return getattr(event, name)()
+    except Exception:  # noqa: BLE001  (not in this torch version)
+        return None
 
 
 def _kind_of(event: Any) -> str:
-    kind = ""
-    try:
-        kind = str(event.activity_type() or "")
-    except Exception:  # older torch: no activity_type(); device records are the non-CPU ones
-        pass
+    """The record's kineto activity type: ``activity_type()`` where torch has it (2.13 does;
+    2.11 does not, and every record then looked like a CPU op or a kernel: no call ranges, no
+    launches, so the device method found nothing). Without it the type is read from the device
+    (runtime and driver calls, CPU ops and annotations are the CPU's) and the name."""
+    kind = _method(event, "activity_type")
     if kind:
-        return kind
-    return "cpu_op" if str(event.device_type()).endswith("CPU") else "kernel"
+        return str(kind)
+    name = str(event.name())
+    annotation = bool(_method(event, "is_user_annotation")) or name.startswith(_OWN_RANGE_PREFIX)
+    if str(event.device_type()).endswith("CPU"):
+        if annotation:
+            return "user_annotation"
+        return "cuda_runtime" if _API_CALL.match(name) else "cpu_op"
+    if annotation:
+        return "gpu_user_annotation"  # a host range projected onto the device: not work
+    if name.startswith("Memcpy"):
+        return "gpu_memcpy"
+    if name.startswith("Memset"):
+        return "gpu_memset"
+    return "kernel"
 
 
 def from_kineto(events: Iterable[Any]) -> list[Activity]:
@@ -61,7 +86,8 @@ def from_kineto(events: Iterable[Any]) -> list[Activity]:
             continue
         out.append(Activity(kind=kind, name=e.name(), start_ns=int(e.start_ns()), end_ns=int(e.end_ns()),
                             correlation=int(e.correlation_id()), linked=int(e.linked_correlation_id()),
-                            stream=int(e.device_resource_id()) if kind in DEVICE_KINDS else None))
+                            stream=int(e.device_resource_id()) if kind in DEVICE_KINDS else None,
+                            thread=int(e.device_resource_id()) if kind not in DEVICE_KINDS else 0))
     return out
 
 
@@ -94,6 +120,7 @@ class Attribution:
     setup_count: int = 0  # device records from setup ranges (the flush at least): the profiler works
     foreign: list[Activity] = field(default_factory=list)  # launched outside every range
     unmatched: list[Activity] = field(default_factory=list)  # no launch record found
+    forged_ranges: list[str] = field(default_factory=list)  # ranges named like the harness's, not its own
 
 
 @dataclass(frozen=True)
@@ -103,16 +130,32 @@ class _Window:
     call: int | None  # None: a setup range
 
 
-def _windows(records: list[Activity], call_prefix: str, setup_name: str) -> list[_Window]:
+def _windows(records: list[Activity], call_prefix: str, setup_name: str) -> tuple[list[_Window], list[str]]:
+    """The harness's call and setup ranges, in time order, and the names of ranges that only
+    look like them. The harness opens its ranges one after another on one thread (the one that
+    opened the call ranges); a range with such a name opened inside another, or on another
+    thread, is the solution's, and would otherwise hide its work as the harness's setup."""
     found = []
     for r in records:
         if r.kind != "user_annotation":
             continue
         if r.name == setup_name:
-            found.append(_Window(r.start_ns, r.end_ns, None))
+            found.append((r, None))
         elif r.name.startswith(call_prefix + "#"):
-            found.append(_Window(r.start_ns, r.end_ns, int(r.name.rsplit("#", 1)[1])))
-    return sorted(found, key=lambda w: w.start_ns)
+            try:
+                found.append((r, int(r.name.rsplit("#", 1)[1])))
+            except ValueError:
+                found.append((r, -1))
+    threads = Counter(r.thread for r, call in found if call is not None)
+    owner = threads.most_common(1)[0][0] if threads else 0
+    kept: list[_Window] = []
+    forged = []
+    for r, call in sorted(found, key=lambda item: (item[0].start_ns, -item[0].end_ns)):
+        if (owner and r.thread and r.thread != owner) or (kept and r.start_ns < kept[-1].end_ns) or call == -1:
+            forged.append(r.name)
+        else:
+            kept.append(_Window(r.start_ns, r.end_ns, call))
+    return kept, forged
 
 
 def _window_at(windows: list[_Window], starts: list[int], t: int) -> _Window | None:
@@ -122,28 +165,42 @@ def _window_at(windows: list[_Window], starts: list[int], t: int) -> _Window | N
 
 def attribute(records: list[Activity], call_count: int, call_prefix: str, setup_name: str) -> Attribution:
     """Group device records by the timed call that launched them."""
-    windows = _windows(records, call_prefix, setup_name)
+    windows, forged = _windows(records, call_prefix, setup_name)
     starts = [w.start_ns for w in windows]
     op_start = {r.correlation: r.start_ns for r in records if r.kind in HOST_RANGE_KINDS}
-    launch_start = {r.correlation: r.start_ns for r in records if r.kind in LAUNCH_KINDS}
-    result = Attribution(calls=[CallActivity(i) for i in range(call_count)])
+    launches = {r.correlation: r for r in records if r.kind in LAUNCH_KINDS}
+    own = _setup_thread(windows, starts, launches.values())
+    result = Attribution(calls=[CallActivity(i) for i in range(call_count)], forged_ranges=forged)
     for r in records:
         if r.kind not in DEVICE_KINDS:
             continue
+        launch = launches.get(r.correlation)
         when = op_start.get(r.linked) if r.linked else None
         if when is None or _window_at(windows, starts, when) is None:
-            when = launch_start.get(r.correlation, when)
+            when = launch.start_ns if launch is not None else when
         if when is None:
             result.unmatched.append(r)
             continue
         window = _window_at(windows, starts, when)
         if window is None:
             result.foreign.append(r)
-        elif window.call is None:
-            result.setup_count += 1
+        elif window.call is None:  # the harness's own work, unless another thread launched it meanwhile
+            if own and launch is not None and launch.thread and launch.thread != own:
+                result.foreign.append(r)
+            else:
+                result.setup_count += 1
         elif 0 <= window.call < call_count:
             result.calls[window.call].device.append(r)
     return result
+
+
+def _setup_thread(windows: list[_Window], starts: list[int], launches: Iterable[Activity]) -> int:
+    """The thread that makes the setup ranges' launches (the harness's; the one most of them
+    come from), or 0 where the records carry no thread. Work another thread launches while a
+    setup range is open is not the harness's."""
+    threads = Counter(a.thread for a in launches if a.thread and (w := _window_at(windows, starts, a.start_ns))
+                      is not None and w.call is None)
+    return threads.most_common(1)[0][0] if threads else 0
 
 
 def _describe(work: tuple[str, ...]) -> str:
@@ -172,3 +229,10 @@ def foreign_description(foreign: list[Activity]) -> str:
     shown = ", ".join(f"{n} x{c}" for n, c in names.most_common(5))
     return (f"{len(foreign)} device operation(s) were launched outside the timed calls while they ran "
             f"(by another thread, or after a call returned): {shown}")
+
+
+def unmatched_description(unmatched: list[Activity]) -> str:
+    names = Counter(a.name[:_NAME_WIDTH] for a in unmatched)
+    shown = ", ".join(f"{n} x{c}" for n, c in names.most_common(5))
+    return (f"{len(unmatched)} device operation(s) ran with no launch record from the profiled thread (launched "
+            f"by another thread, possibly outside the timed calls): {shown}")

@@ -96,6 +96,7 @@ class TimedCalls:
     device: DeviceInfo
     keeper: CallKeeper | None = None
     region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
+    warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
 
     def enter_call(self) -> None:
         """Just before a call's timestamps start (outside the measured span)."""
