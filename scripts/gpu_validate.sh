@@ -33,18 +33,18 @@ if want envprobe; then
   step envprobe bash -c "OUT='$WORK/envprobe' bash scripts/gpu_envprobe_check.sh > '$WORK/envprobe/log.txt' 2>&1"
   tail -15 "$WORK/envprobe/log.txt"
 fi
+if want overhead; then
+  step overhead bash -c "python3 benchmarks/eval_overhead.py --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
+  tail -18 "$FINAL/eval_overhead.log"
+fi
 if want build_cache; then
-  step build_cache bash -c "python3 benchmarks/build_cache.py --out '$WORK/build_cache.json' > '$WORK/build_cache.log' 2>&1"
-  tail -15 "$WORK/build_cache.log"
+  step build_cache bash -c "python3 benchmarks/build_cache.py --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
+  tail -15 "$FINAL/build_cache.log"
 fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then
   mkdir -p "$WORK/fidelity"
   step fidelity bash -c "OUT='$WORK/fidelity' bash scripts/gpu_fidelity.sh > '$WORK/fidelity/log.txt' 2>&1"
   tail -40 "$WORK/fidelity/log.txt"
-fi
-if want overhead; then
-  step overhead bash -c "python3 benchmarks/eval_overhead.py --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$WORK/eval_overhead.json' > '$WORK/eval_overhead.log' 2>&1"
-  tail -18 "$WORK/eval_overhead.log"
 fi
 tar czf "$FINAL/validation.tgz" -C "$WORK" .
 cat "$summary"

@@ -122,6 +122,15 @@ def test_host_dominated_calls_report_the_host_span():
     assert times == [0.5] * 5 and host_bound is True and "host-bound" in notes[0]
 
 
+def test_the_measuring_brackets_own_cost_does_not_make_a_call_host_bound():
+    """A GPU run saw 133 us host spans under the profiler around a 13 us matmul: the profiler
+    range and the synchronisation cost that much around no call at all in a slow session."""
+    times, host_bound, notes = choose_latency([0.013] * 5, [0.133] * 5, bracket_ms=0.1)
+    assert times == [0.013] * 5 and host_bound is False and "measuring bracket" in notes[0]
+    times, host_bound, notes = choose_latency([0.013] * 5, [1.3] * 5, bracket_ms=0.1)
+    assert times == [1.3] * 5 and host_bound is True and "host-bound" in notes[0]
+
+
 def test_host_span_over_100us_but_under_twice_the_device_span_keeps_device_time():
     times, host_bound, _ = choose_latency([0.1] * 5, [0.15] * 5)
     assert times == [0.1] * 5 and host_bound is False

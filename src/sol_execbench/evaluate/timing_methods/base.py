@@ -138,6 +138,7 @@ class MethodResult:
     times_ms: list[float]
     device_ms: list[float | None] | None = None
     host_ms: list[float] | None = None
+    bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering: becomes REWARD_HACK

@@ -14,7 +14,8 @@ each call: from the call's start until the device has finished what it launched.
 from __future__ import annotations
 
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 
@@ -48,6 +49,33 @@ def _start(profile: Any, activities: list[Any], vendor: str) -> Any:
     return prof
 
 
+class _Session:
+    """A running profiler session, and whether it was switched off while it ran."""
+
+    def __init__(self, prof: Any):
+        self.prof, self.switched_off = prof, False
+
+    def check(self) -> None:
+        self.switched_off = self.switched_off or not torch.autograd._profiler_enabled()
+
+
+@contextmanager
+def _session(profile: Any, activities: list[Any], vendor: str) -> Iterator[_Session]:
+    """Profile the block. A profiler the solution switched off is REWARD_HACK evidence; an
+    exception from the block (the solution's) propagates as it is."""
+    session = _Session(_start(profile, activities, vendor))
+    try:
+        yield session
+    finally:
+        try:
+            session.prof.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001  (already stopped by someone else)
+            session.switched_off = True
+    if session.switched_off:
+        raise MethodUnavailable("the profiler was switched off during the timed calls (by the solution)",
+                                suspicious=True)
+
+
 PRIMING_CALLS = 3
 _primed: set[str] = set()  # devices whose first profiler session of this process has run (mutated, never rebound)
 
@@ -61,9 +89,7 @@ def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_functi
     if calls.device.torch_device in _primed or calls.warm_args is None:
         return
     _primed.add(calls.device.torch_device)
-    prof = _start(profile, activities, calls.device.vendor)
-    switched_off = False
-    try:
+    with _session(profile, activities, calls.device.vendor) as session:
         for _ in range(PRIMING_CALLS):
             with record_function(SETUP_RANGE):
                 calls.flusher.flush()
@@ -73,27 +99,35 @@ def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_functi
                 calls.fn(*calls.warm_args)
             synchronize(calls.device)
             calls.exit_call()
-            switched_off = switched_off or not torch.autograd._profiler_enabled()
-    finally:
-        try:
-            prof.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001  (already stopped by someone else)
-            switched_off = True
-    if switched_off:
-        raise MethodUnavailable("the profiler was switched off during the timed calls (by the solution)",
-                                suspicious=True)
+            session.check()
 
 
-def _profiled_loop(calls: TimedCalls) -> tuple[list[activity.Activity], list[float]]:
+BRACKET_SAMPLES = 5
+
+
+def _bracket_ms(calls: TimedCalls, record_function: Any) -> float:
+    """The host span of the measuring bracket itself (a profiler range and a device synchronisation
+    around nothing), in this session: what every call's host span carries besides the call."""
+    spans = []
+    for _ in range(BRACKET_SAMPLES):
+        synchronize(calls.device)
+        begin = time.perf_counter_ns()
+        with record_function(SETUP_RANGE):
+            pass
+        synchronize(calls.device)
+        spans.append((time.perf_counter_ns() - begin) / 1e6)
+    return sorted(spans)[len(spans) // 2]
+
+
+def _profiled_loop(calls: TimedCalls) -> tuple[list[activity.Activity], list[float], float]:
     """The timed loop under the profiler. Exceptions from the solution's calls propagate as they
     are: they must not turn into a quiet fallback to a method that sees less."""
     ProfilerActivity, profile, record_function = _profiler()
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     _prime(calls, profile, activities, record_function)
-    prof = _start(profile, activities, calls.device.vendor)
     host_ms: list[float] = []
-    switched_off = False
-    try:
+    with _session(profile, activities, calls.device.vendor) as session:
+        bracket = _bracket_ms(calls, record_function)
         for i in range(calls.iterations):
             args = calls.setup()
             synchronize(calls.device)
@@ -104,18 +138,10 @@ def _profiled_loop(calls: TimedCalls) -> tuple[list[activity.Activity], list[flo
             synchronize(calls.device)
             host_ms.append((time.perf_counter_ns() - begin) / 1e6)
             calls.exit_call()
-            switched_off = switched_off or not torch.autograd._profiler_enabled()
+            session.check()
         calls.finish()
-    finally:
-        try:
-            prof.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001  (already stopped by someone else)
-            switched_off = True
-    if switched_off:
-        raise MethodUnavailable("the profiler was switched off during the timed calls (by the solution)",
-                                suspicious=True)
     try:
-        return activity.from_kineto(prof.profiler.kineto_results.events()), host_ms
+        return activity.from_kineto(session.prof.profiler.kineto_results.events()), host_ms, bracket
     except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
         raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
 
@@ -133,7 +159,7 @@ def _workaround_state() -> str:
 def time_device(calls: TimedCalls) -> MethodResult:
     if not calls.device.is_gpu:
         raise MethodUnavailable("device activity records need a GPU")
-    records, host_ms = _profiled_loop(calls)
+    records, host_ms, bracket = _profiled_loop(calls)
     found = activity.attribute(records, calls.iterations, CALL_RANGE, SETUP_RANGE)
     spans = [c.span_ns for c in found.calls]
     if found.setup_count == 0 and all(s is None for s in spans):
@@ -141,7 +167,7 @@ def time_device(calls: TimedCalls) -> MethodResult:
                                 f"CUPTI/roctracer in use by another tool, not permitted here, or its records "
                                 f"dropped{_workaround_state()})")
     result = MethodResult(times_ms=[], device_ms=[s / 1e6 if s is not None else None for s in spans],
-                          host_ms=host_ms)
+                          host_ms=host_ms, bracket_ms=bracket)
     result.warnings.extend(activity.work_set_warnings(found.calls))
     if found.foreign:
         result.suspicious.append(activity.foreign_description(found.foreign))
