@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CACHE_DIR_ENV = "SOL_EXECBENCH_CACHE_DIR"
 MANIFEST = "manifest.json"
 _POLL_S = 0.1
 
@@ -33,10 +32,9 @@ _POLL_S = 0.1
 def cache_root() -> Path:
     """``$SOL_EXECBENCH_CACHE_DIR/builds``, else ``$XDG_CACHE_HOME/sol-execbench/builds``, else
     ``~/.cache/sol-execbench/builds``."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV]).expanduser() / "builds"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
-    return base / "sol-execbench" / "builds"
+    from sol_execbench.platform.host import cache_root as tool_cache_root
+
+    return tool_cache_root() / "builds"
 
 
 class LockTimeout(Exception):

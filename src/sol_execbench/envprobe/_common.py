@@ -115,9 +115,10 @@ def import_torch() -> tuple[Any, str | None]:
 
 
 def cache_dir() -> Path:
-    """sol-execbench's cache folder: ``$XDG_CACHE_HOME/sol-execbench`` or ``~/.cache/sol-execbench``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sol-execbench"
+    """sol-execbench's cache folder (``platform.host.cache_root``: one home for it)."""
+    from sol_execbench.platform.host import cache_root
+
+    return cache_root()
 
 
 def read_json_cache(path: Path) -> dict[str, Any]:

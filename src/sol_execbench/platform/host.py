@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
+
+CACHE_DIR_ENV = "SOL_EXECBENCH_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """The tool's cache folder: ``$SOL_EXECBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/sol-execbench``,
+    else ``~/.cache/sol-execbench``. Builds and probe caches live below it."""
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    return base / "sol-execbench"
 
 
 def host_memory_bytes() -> int | None:
