@@ -70,3 +70,30 @@ def test_timeout_in_a_warm_process(warm_pool):
     code = "import time\ndef run(a, b):\n    time.sleep(600)\n"
     (trace,) = evaluate(add_definition(), workloads(8), solution(code), LIGHT_CONFIG, timeout_s=6)
     assert trace.evaluation.status.value == "TIMEOUT"
+
+
+def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path, monkeypatch):
+    """A torch installed without bytecode in a folder we cannot write: the children get
+    PYTHONPYCACHEPREFIX under the tool's cache; with bytecode present (or writable), they do not."""
+    import importlib.util
+    import os
+    from types import SimpleNamespace
+
+    from sol_execbench.evaluate import process
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    origin = str(package / "__init__.py")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=origin))
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache")
+    cached = importlib.util.cache_from_source(origin)
+    os.makedirs(os.path.dirname(cached))
+    open(cached, "wb").close()
+    assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/elsewhere")  # the user's own choice stands
+    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == "/elsewhere"

@@ -72,6 +72,14 @@ def test_memcpy_counts_in_the_span():
     assert found.calls[1].span_ns == 950 - 800
 
 
+def test_host_functions_enqueued_inside_calls_are_found():
+    host_fn = Activity("cuda_driver", "cuLaunchHostFunc", 170, 175, correlation=400)
+    harness_fn = Activity("cuda_runtime", "cudaLaunchHostFunc", 502, 504, correlation=401)  # in a setup range
+    found = attribute(_timeline() + [host_fn, harness_fn], 2, CALL_RANGE, SETUP_RANGE)
+    assert found.host_functions == ["cuLaunchHostFunc"]
+    assert attribute(_timeline(), 2, CALL_RANGE, SETUP_RANGE).host_functions == []
+
+
 def test_same_kernel_sets_give_no_warning():
     calls = [CallActivity(i, [_kernel("gemm", 0, 1)]) for i in range(3)]
     assert work_set_warnings(calls) == []

@@ -145,6 +145,10 @@ def test_clock_record_and_warnings_for_a_workload():
     warnings = " | ".join(watch.warnings_for("w1"))
     assert "sw_thermal_slowdown" in warnings and "gpu_idle" not in warnings
     assert watch.record_for("other").samples[-1].when == "start"
+    assert watch.shared("w1") is True  # the timing then decides host-bound on the call's own host time
+    alone = ClockWatch(H100, reader=FakeReader([ClockReading("nvml", processes=[])]))
+    alone.sample("w1", "before_timing")
+    assert alone.shared("w1") is False
 
 
 def test_lock_verification_messages(monkeypatch):

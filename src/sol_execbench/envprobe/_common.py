@@ -6,7 +6,6 @@ wants to know why, a short cause string.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from sol_execbench.platform.host import torch_dir  # noqa: F401  (re-exported for the probe modules)
 
 SHORT_TIMEOUT_S = 5.0
 """Time box of one external command in a default probe."""
@@ -92,17 +93,6 @@ def error_text(exc: BaseException) -> str:
     """``TypeName: message`` on one line, cut to a readable length."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {message[:200]}" if message else type(exc).__name__
-
-
-def torch_dir() -> Path | None:
-    """The installed ``torch`` package folder, found without importing torch."""
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    return Path(spec.origin).parent
 
 
 def import_torch() -> tuple[Any, str | None]:

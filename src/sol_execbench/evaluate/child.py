@@ -18,6 +18,7 @@ from typing import Any
 
 GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
 PHASE_LOG_ENV = "SOL_EXECBENCH_PHASE_LOG"
+PROFILE_ENV = "SOL_EXECBENCH_CHILD_PROFILE"  # a path: the child's run under cProfile, stats written there
 _STARTED = time.perf_counter()
 
 
@@ -165,11 +166,21 @@ def main(argv: list[str]) -> None:
 
     channel = ChannelWriter.from_environment()
     job = json.loads(Path(argv[1]).read_text())
+    profile_path = os.environ.get(PROFILE_ENV)
+    profiler = None
+    if profile_path:  # where the evaluator itself spends its time (developer switch, docs/configuration.md)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         run_job(job, channel)
     except BaseException as exc:
         channel.send("crash", log=f"{exc!r}\n{traceback.format_exc()}")
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile_path)
         sys.stdout.flush()
         sys.stderr.flush()
         channel.close()

@@ -99,6 +99,11 @@ class ClockWatch:
         record.other_processes = sorted(others) if others else None
         return record
 
+    def shared(self, uuid: str) -> bool:
+        """Whether other processes used this GPU at the start or around this workload so far."""
+        readings = self._per_workload.get(uuid, [])
+        return bool(self._others_at_start) or any(other_processes(r.processes, os.getpid()) for _, r in readings)
+
     def warnings_for(self, uuid: str) -> list[str]:
         warnings = []
         readings = self._per_workload.get(uuid, [])

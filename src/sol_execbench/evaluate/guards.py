@@ -155,21 +155,40 @@ def shared_memory(outputs: list[Any], output_names: list[str], inputs: list[Any]
 
 # -- inputs --------------------------------------------------------------------------------------
 
-_CHUNK_BYTES = 1 << 24
+_CHUNK_WORDS = 1 << 22
 _MASK64 = (1 << 64) - 1
+_positions: dict[torch.device, torch.Tensor] = {}  # 1..._CHUNK_WORDS as int64, per device
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes as 32-bit words where they divide evenly, else as bytes."""
+    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    if flat.numel() % 4 == 0:
+        try:
+            return flat.view(torch.int32)
+        except RuntimeError:  # a storage offset that is not a multiple of 4 bytes
+            pass
+    return flat
 
 
 def tensor_checksum(t: torch.Tensor) -> int:
-    """Position-weighted sum of the tensor's bytes: any single change alters it (not cryptographic)."""
+    """Position-weighted sum of the tensor's words: any single change alters it (not cryptographic).
+
+    Word i (from 1) weighs i, so a change by d at i moves the sum by d * i modulo 2**64. Computed
+    on the tensor's device with one synchronisation (per-chunk host reads and byte-wise weights
+    cost 1 s of a 24 s evaluation)."""
     if t.numel() == 0:
         return 0
-    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
-    total = 0
-    for start in range(0, flat.numel(), _CHUNK_BYTES):
-        part = flat[start:start + _CHUNK_BYTES].to(torch.int64)
-        weights = torch.arange(start, start + part.numel(), dtype=torch.int64, device=part.device) % 65521 + 1
-        total = (total + int((part * weights).sum())) & _MASK64
-    return total
+    words = _words(t)
+    positions = _positions.get(words.device)
+    if positions is None:
+        positions = _positions[words.device] = torch.arange(1, _CHUNK_WORDS + 1, dtype=torch.int64,
+                                                            device=words.device)
+    total = torch.zeros((), dtype=torch.int64, device=words.device)
+    for start in range(0, words.numel(), _CHUNK_WORDS):
+        part = words[start:start + _CHUNK_WORDS].to(torch.int64)
+        total += (part * positions[:part.numel()]).sum() + start * part.sum()  # int64 wraps: modulo 2**64
+    return int(total) & _MASK64
 
 
 def checksums(values: list[Any]) -> list[int | None]:

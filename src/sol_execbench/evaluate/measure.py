@@ -28,7 +28,7 @@ from sol_execbench.schema import CustomInput, EvaluationStatus as S, Performance
 from .calls import (Context, Verdict, check_integrity, clone_values, compare_outputs, normalize_result,
                     output_problems, reference_call, round_seed, solution_call)
 from .correctness import RoundTally
-from .inputs import allocate_outputs, make_inputs
+from .inputs import allocate_outputs, make_inputs, seed_all
 from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, time_calls
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
@@ -67,7 +67,7 @@ def input_bank(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
     for k in range(want):
         if bank and time.perf_counter() - began > BANK_TIME_BUDGET_S:
             break
-        torch.manual_seed(round_seed(cfg.seed, workload.uuid, _BANK_SEED_OFFSET + k))
+        seed_all(round_seed(cfg.seed, workload.uuid, _BANK_SEED_OFFSET + k))
         bank.append(make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn))
     return bank
 
@@ -81,7 +81,7 @@ class AuditSet:
 
     @classmethod
     def make(cls, ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]) -> "AuditSet":
-        torch.manual_seed(secrets.randbits(63))
+        seed_all(secrets.randbits(63))
         values = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
         return cls(values, clone_values(values))
 
@@ -118,8 +118,12 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
-        _time_reference(ctx, bank, perf, notes)
+        _time_reference(ctx, bank, perf, notes, _shared(ctx, workload))
     return perf, notes
+
+
+def _shared(ctx: Context, workload: Workload) -> bool:
+    return ctx.clocks is not None and ctx.clocks.shared(workload.uuid)
 
 
 def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: CallKeeper | None,
@@ -129,7 +133,7 @@ def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: 
         ctx.clocks.sample(workload.uuid, "before_timing")
     region = ctx.watch.begin() if ctx.watch is not None else None
     try:
-        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keeper, region)
+        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keeper, region, _shared(ctx, workload))
     except SystemExit as exc:
         raise Verdict(S.REWARD_HACK, f"the solution called sys.exit({exc.code!r}) during a timed call") from exc
     except Exception as exc:
@@ -148,7 +152,7 @@ def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: 
 
 
 def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallKeeper | None,
-           region: Any) -> tuple[Measurement, int | None]:
+           region: Any, shared: bool) -> tuple[Measurement, int | None]:
     """Time ``fn``; also the peak device memory it allocated beyond its arguments."""
     dev, cfg = ctx.device, ctx.config
     baseline = None
@@ -157,18 +161,18 @@ def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallK
         torch.cuda.reset_peak_memory_stats(dev.torch_device)
         baseline = torch.cuda.memory_allocated(dev.torch_device)
     m = time_calls(fn, fresh, warmup=cfg.warmup_runs, iterations=cfg.iterations, device=dev, flusher=ctx.flusher,
-                   method=cfg.timing.method, keeper=keeper, region=region)
+                   method=cfg.timing.method, keeper=keeper, region=region, shared_device=shared)
     peak = None
     if dev.is_gpu and baseline is not None:
         peak = max(0, torch.cuda.max_memory_allocated(dev.torch_device) - baseline)
     return m, peak
 
 
-def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, notes: list[str]) -> None:
+def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, notes: list[str], shared: bool) -> None:
     cfg = ctx.config
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
-                               None, None)
+                               None, None, shared)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms
         perf.reference_timing, perf.reference_peak_memory_bytes = stats, ref_peak
@@ -219,7 +223,7 @@ def _check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: 
 
 
 def _round_zero_inputs(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]) -> list[Any]:
-    torch.manual_seed(round_seed(ctx.config.seed, workload.uuid, 0))
+    seed_all(round_seed(ctx.config.seed, workload.uuid, 0))
     return make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
 
 

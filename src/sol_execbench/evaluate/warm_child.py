@@ -37,11 +37,28 @@ def _warm_up(device_spec: str | None) -> None:
     if info.is_gpu:
         torch.cuda.Event(enable_timing=True).record()
         torch.cuda.synchronize(dev)
+        _warm_device_timing(info)
     import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
 
     try:
         import triton  # noqa: F401
     except Exception:
+        pass
+
+
+def _warm_device_timing(info) -> None:
+    """Time a tiny kernel with the device method once: the process's first profiler session
+    (CUPTI start-up, its priming session, the torch._dynamo import the profiler makes) cost
+    seconds in a cold child's first workload."""
+    import torch
+
+    from .timing import FreshArgs, L2Flusher, time_calls
+
+    values = [torch.ones(1024, device=info.torch_device)]
+    try:
+        time_calls(lambda x: x + 1, FreshArgs([values], slots=4), warmup=1, iterations=2, device=info,
+                   flusher=L2Flusher(info), method="device")
+    except Exception:  # noqa: BLE001  (a warm-up that fails leaves the first workload to pay, as before)
         pass
 
 

@@ -153,10 +153,9 @@ class PoolServer:
 
     def _spawn(self) -> None:
         path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
-        env = dict(os.environ, **{WARM_CHILD_ENV: path})
-        from .process import ALLOC_CONF
+        from .process import child_environment
 
-        env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
+        env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.waiting.append((proc, path))

@@ -16,7 +16,7 @@ from .calls import (Context, Verdict, checked_solution_call, clone_values, compa
                     round_seed)
 from .correctness import RoundTally
 from .failure_dump import dump_failure
-from .inputs import InputError, blob_roots, load_blobs, make_inputs
+from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
 
 __all__ = ["Context", "Verdict", "evaluate_workload", "make_trace", "round_seed"]
@@ -62,7 +62,7 @@ def _correctness_rounds(ctx: Context, workload: Workload, blobs: dict[str, torch
     inputs: list[Any] = []
     for round_index in range(cfg.correctness_rounds):
         seed = round_seed(cfg.seed, workload.uuid, round_index)
-        torch.manual_seed(seed)
+        seed_all(seed)
         inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
         kept = clone_values(inputs) if ctx.dump_dir else None
         began = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 from pathlib import Path
@@ -16,6 +17,17 @@ def cache_root() -> Path:
         return Path(os.environ[CACHE_DIR_ENV]).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
     return base / "sol-execbench"
+
+
+def torch_dir() -> Path | None:
+    """The installed ``torch`` package folder, found without importing torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
 
 
 def host_memory_bytes() -> int | None:

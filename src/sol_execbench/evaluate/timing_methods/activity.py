@@ -45,25 +45,24 @@ class Activity:
 
 _API_CALL = re.compile(r"^(cuda|cu|hip|hsa)[A-Z]\w*$")  # cudaLaunchKernel, cuLaunchKernelEx, hipMemcpyAsync
 _OWN_RANGE_PREFIX = "sol_execbench::"
+# Host work run in stream order after the call has returned (cudaLaunchHostFunc, cuLaunchHostFunc,
+# cudaStreamAddCallback, hipLaunchHostFunc): its time is outside the call's own host span.
+_HOST_FUNCTION = re.compile(r"LaunchHostFunc|StreamAddCallback")
 
 
-def _method(event: Any, name: str) -> Any:
-    try:
-        return getattr(event, name)()
-    except Exception:  # noqa: BLE001  (not in this torch version)
-        return None
-
-
-def _kind_of(event: Any) -> str:
+def _kind_of(event: Any, typed: bool, annotated: bool) -> str:
     """The record's kineto activity type: ``activity_type()`` where torch has it (2.13 does;
     2.11 does not, and every record then looked like a CPU op or a kernel: no call ranges, no
     launches, so the device method found nothing). Without it the type is read from the device
-    (runtime and driver calls, CPU ops and annotations are the CPU's) and the name."""
-    kind = _method(event, "activity_type")
-    if kind:
-        return str(kind)
+    (runtime and driver calls, CPU ops and annotations are the CPU's) and the name. ``typed`` and
+    ``annotated``: whether this torch's events have ``activity_type``/``is_user_annotation``
+    (looked up once per session: a failed lookup per record cost 60 ms per profiled loop)."""
+    if typed:
+        kind = event.activity_type()
+        if kind:
+            return str(kind)
     name = str(event.name())
-    annotation = bool(_method(event, "is_user_annotation")) or name.startswith(_OWN_RANGE_PREFIX)
+    annotation = name.startswith(_OWN_RANGE_PREFIX) or (annotated and bool(event.is_user_annotation()))
     if str(event.device_type()).endswith("CPU"):
         if annotation:
             return "user_annotation"
@@ -79,15 +78,21 @@ def _kind_of(event: Any) -> str:
 
 def from_kineto(events: Iterable[Any]) -> list[Activity]:
     """Plain records from ``prof.profiler.kineto_results.events()``."""
+    events = list(events)
+    if not events:
+        return []
+    typed = callable(getattr(events[0], "activity_type", None))
+    annotated = callable(getattr(events[0], "is_user_annotation", None))
     out = []
     for e in events:
-        kind = _kind_of(e)
+        kind = _kind_of(e, typed, annotated)
         if kind not in DEVICE_KINDS and kind not in LAUNCH_KINDS and kind not in HOST_RANGE_KINDS:
             continue
+        on_device = kind in DEVICE_KINDS
+        resource = int(e.device_resource_id())
         out.append(Activity(kind=kind, name=e.name(), start_ns=int(e.start_ns()), end_ns=int(e.end_ns()),
                             correlation=int(e.correlation_id()), linked=int(e.linked_correlation_id()),
-                            stream=int(e.device_resource_id()) if kind in DEVICE_KINDS else None,
-                            thread=int(e.device_resource_id()) if kind not in DEVICE_KINDS else 0))
+                            stream=resource if on_device else None, thread=0 if on_device else resource))
     return out
 
 
@@ -121,6 +126,7 @@ class Attribution:
     foreign: list[Activity] = field(default_factory=list)  # launched outside every range
     unmatched: list[Activity] = field(default_factory=list)  # no launch record found
     forged_ranges: list[str] = field(default_factory=list)  # ranges named like the harness's, not its own
+    host_functions: list[str] = field(default_factory=list)  # host functions/callbacks enqueued by the calls
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ def attribute(records: list[Activity], call_count: int, call_prefix: str, setup_
     launches = {r.correlation: r for r in records if r.kind in LAUNCH_KINDS}
     own = _setup_thread(windows, starts, launches.values())
     result = Attribution(calls=[CallActivity(i) for i in range(call_count)], forged_ranges=forged)
+    result.host_functions = [r.name for r in launches.values() if _HOST_FUNCTION.search(r.name)
+                             and (w := _window_at(windows, starts, r.start_ns)) is not None and w.call is not None]
     for r in records:
         if r.kind not in DEVICE_KINDS:
             continue

@@ -139,6 +139,9 @@ class MethodResult:
     device_ms: list[float | None] | None = None
     host_ms: list[float] | None = None
     bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
+    own_ms: list[float] | None = None  # per call: start until the call returned (device method)
+    own_bracket_ms: float = 0.0  # the same for the bracket around no call
+    host_functions: int = 0  # host functions the calls enqueued in stream order (run after they return)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering: becomes REWARD_HACK

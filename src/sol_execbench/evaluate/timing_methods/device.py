@@ -8,13 +8,15 @@ launched, on any stream (``activity.attribute``).
 
 The device is synchronised before and after each call, so every call starts on an idle device
 with a cold L2 and its span cannot overlap the next call's. The same pass gives the host span of
-each call: from the call's start until the device has finished what it launched.
+each call, twice: until the call returned (the host's own time in the call) and until the device
+has finished what it launched.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -105,29 +107,41 @@ def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_functi
 BRACKET_SAMPLES = 5
 
 
-def _bracket_ms(calls: TimedCalls, record_function: Any) -> float:
-    """The host span of the measuring bracket itself (a profiler range and a device synchronisation
-    around nothing), in this session: what every call's host span carries besides the call."""
-    spans = []
+def _bracket_ms(calls: TimedCalls, record_function: Any) -> tuple[float, float]:
+    """The measuring bracket itself, around no call, in this session: what every call's spans
+    carry besides the call. Returns (range only: in every call's own host span; range and device
+    synchronisation: in every call's span until the device is done)."""
+    own, full = [], []
     for _ in range(BRACKET_SAMPLES):
         synchronize(calls.device)
         begin = time.perf_counter_ns()
         with record_function(SETUP_RANGE):
             pass
+        own.append((time.perf_counter_ns() - begin) / 1e6)
         synchronize(calls.device)
-        spans.append((time.perf_counter_ns() - begin) / 1e6)
-    return sorted(spans)[len(spans) // 2]
+        full.append((time.perf_counter_ns() - begin) / 1e6)
+    middle = BRACKET_SAMPLES // 2
+    return sorted(own)[middle], sorted(full)[middle]
 
 
-def _profiled_loop(calls: TimedCalls) -> tuple[list[activity.Activity], list[float], float]:
+@dataclass
+class _Loop:
+    records: list[activity.Activity]
+    own_ms: list[float]  # call start until the call returned
+    full_ms: list[float]  # call start until the device finished what it launched
+    brackets: tuple[float, float]
+
+
+def _profiled_loop(calls: TimedCalls) -> _Loop:
     """The timed loop under the profiler. Exceptions from the solution's calls propagate as they
     are: they must not turn into a quiet fallback to a method that sees less."""
     ProfilerActivity, profile, record_function = _profiler()
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     _prime(calls, profile, activities, record_function)
-    host_ms: list[float] = []
+    own_ms: list[float] = []
+    full_ms: list[float] = []
     with _session(profile, activities, calls.device.vendor) as session:
-        bracket = _bracket_ms(calls, record_function)
+        brackets = _bracket_ms(calls, record_function)
         for i in range(calls.iterations):
             args = calls.setup()
             synchronize(calls.device)
@@ -135,15 +149,17 @@ def _profiled_loop(calls: TimedCalls) -> tuple[list[activity.Activity], list[flo
             begin = time.perf_counter_ns()
             with record_function(f"{CALL_RANGE}#{i}"):
                 calls.call(args)
+            own_ms.append((time.perf_counter_ns() - begin) / 1e6)
             synchronize(calls.device)
-            host_ms.append((time.perf_counter_ns() - begin) / 1e6)
+            full_ms.append((time.perf_counter_ns() - begin) / 1e6)
             calls.exit_call()
             session.check()
         calls.finish()
     try:
-        return activity.from_kineto(session.prof.profiler.kineto_results.events()), host_ms, bracket
+        records = activity.from_kineto(session.prof.profiler.kineto_results.events())
     except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
         raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
+    return _Loop(records, own_ms, full_ms, brackets)
 
 
 def _record_summary(records: list[activity.Activity]) -> str:
@@ -159,7 +175,8 @@ def _workaround_state() -> str:
 def time_device(calls: TimedCalls) -> MethodResult:
     if not calls.device.is_gpu:
         raise MethodUnavailable("device activity records need a GPU")
-    records, host_ms, bracket = _profiled_loop(calls)
+    loop = _profiled_loop(calls)
+    records = loop.records
     found = activity.attribute(records, calls.iterations, CALL_RANGE, SETUP_RANGE)
     spans = [c.span_ns for c in found.calls]
     if found.setup_count == 0 and all(s is None for s in spans):
@@ -167,7 +184,8 @@ def time_device(calls: TimedCalls) -> MethodResult:
                                 f"CUPTI/roctracer in use by another tool, not permitted here, or its records "
                                 f"dropped{_workaround_state()})")
     result = MethodResult(times_ms=[], device_ms=[s / 1e6 if s is not None else None for s in spans],
-                          host_ms=host_ms, bracket_ms=bracket)
+                          host_ms=loop.full_ms, bracket_ms=loop.brackets[1], own_ms=loop.own_ms,
+                          own_bracket_ms=loop.brackets[0], host_functions=len(found.host_functions))
     result.warnings.extend(activity.work_set_warnings(found.calls))
     if found.foreign:
         result.suspicious.append(activity.foreign_description(found.foreign))

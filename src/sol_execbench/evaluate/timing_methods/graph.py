@@ -39,7 +39,9 @@ def _capture(calls: TimedCalls, args: list[Any], stream: Any) -> tuple[Any, Any]
         synchronize(calls.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(stream):  # restored on the way out, whatever the capture did
-            graph.capture_begin()
+            # thread_local: the capture may not stop the harness's other threads (clock and
+            # activity watchers, the profiler's) from calling CUDA, as the default global mode does.
+            graph.capture_begin(capture_error_mode="thread_local")
             try:
                 out = calls.fn(*args)
             except BaseException:
