@@ -73,8 +73,9 @@ def test_timeout_in_a_warm_process(warm_pool):
 
 
 def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path, monkeypatch):
-    """A torch installed without bytecode in a folder we cannot write: the children get
-    PYTHONPYCACHEPREFIX under the tool's cache; with bytecode present (or writable), they do not."""
+    """A torch installed without bytecode where Python may not write it: the children get
+    PYTHONPYCACHEPREFIX under the tool's cache; with bytecode present, or with the user's own
+    prefix or SOL_EXECBENCH_BYTECODE_CACHE=0, they do not."""
     import importlib.util
     import os
     from types import SimpleNamespace
@@ -86,14 +87,23 @@ def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path,
     (package / "__init__.py").write_text("")
     origin = str(package / "__init__.py")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=origin))
-    monkeypatch.setattr(os, "access", lambda path, mode: False)
     monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache")
+    monkeypatch.delenv("SOL_EXECBENCH_BYTECODE_CACHE", raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as container images set it
+    env = process.child_environment({})
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache") and "PYTHONDONTWRITEBYTECODE" not in env
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})  # writable: Python keeps it beside torch
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert "PYTHONPYCACHEPREFIX" in process.child_environment({})
+    monkeypatch.setenv("SOL_EXECBENCH_BYTECODE_CACHE", "0")
+    assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
+    monkeypatch.delenv("SOL_EXECBENCH_BYTECODE_CACHE")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/elsewhere")  # the user's own choice stands
+    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == "/elsewhere"
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX")
     cached = importlib.util.cache_from_source(origin)
     os.makedirs(os.path.dirname(cached))
     open(cached, "wb").close()
     assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/elsewhere")  # the user's own choice stands
-    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == "/elsewhere"
