@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import torch
 
+from sol_execbench.platform.host import host_loaded
 from sol_execbench.schema import CustomInput, EvaluationStatus as S, Performance, RandomInput, Workload
 
 from .calls import (Context, Verdict, check_integrity, clone_values, compare_outputs, normalize_result,
@@ -118,12 +119,14 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
-        _time_reference(ctx, bank, perf, notes, _shared(ctx, workload))
+        _time_reference(ctx, bank, perf, notes, _contended(ctx, workload))
     return perf, notes
 
 
-def _shared(ctx: Context, workload: Workload) -> bool:
-    return ctx.clocks is not None and ctx.clocks.shared(workload.uuid)
+def _contended(ctx: Context, workload: Workload) -> bool:
+    """Other processes on the GPU, or more runnable threads than cores: wall-clock host spans
+    then hold waits that are not the solution's (see timing.choose_latency)."""
+    return (ctx.clocks is not None and ctx.clocks.shared(workload.uuid)) or host_loaded()
 
 
 def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: CallKeeper | None,
@@ -133,7 +136,7 @@ def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: 
         ctx.clocks.sample(workload.uuid, "before_timing")
     region = ctx.watch.begin() if ctx.watch is not None else None
     try:
-        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keeper, region, _shared(ctx, workload))
+        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keeper, region, _contended(ctx, workload))
     except SystemExit as exc:
         raise Verdict(S.REWARD_HACK, f"the solution called sys.exit({exc.code!r}) during a timed call") from exc
     except Exception as exc:
@@ -152,7 +155,7 @@ def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: 
 
 
 def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallKeeper | None,
-           region: Any, shared: bool) -> tuple[Measurement, int | None]:
+           region: Any, contended: bool) -> tuple[Measurement, int | None]:
     """Time ``fn``; also the peak device memory it allocated beyond its arguments."""
     dev, cfg = ctx.device, ctx.config
     baseline = None
@@ -161,18 +164,18 @@ def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallK
         torch.cuda.reset_peak_memory_stats(dev.torch_device)
         baseline = torch.cuda.memory_allocated(dev.torch_device)
     m = time_calls(fn, fresh, warmup=cfg.warmup_runs, iterations=cfg.iterations, device=dev, flusher=ctx.flusher,
-                   method=cfg.timing.method, keeper=keeper, region=region, shared_device=shared)
+                   method=cfg.timing.method, keeper=keeper, region=region, contended=contended)
     peak = None
     if dev.is_gpu and baseline is not None:
         peak = max(0, torch.cuda.max_memory_allocated(dev.torch_device) - baseline)
     return m, peak
 
 
-def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, notes: list[str], shared: bool) -> None:
+def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, notes: list[str], contended: bool) -> None:
     cfg = ctx.config
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
-                               None, None, shared)
+                               None, None, contended)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms
         perf.reference_timing, perf.reference_peak_memory_bytes = stats, ref_peak

@@ -30,6 +30,14 @@ def torch_dir() -> Path | None:
     return Path(spec.origin).parent
 
 
+def host_loaded() -> bool:
+    """More runnable threads than cores over the last minute (load average), where readable."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return False
+
+
 def host_memory_bytes() -> int | None:
     """Physical memory of the host (cgroup limit when lower), or None if unreadable."""
     total: int | None = None

@@ -132,6 +132,27 @@ class TimedCalls:
 
 
 @dataclass
+class HostSpans:
+    """Per call, in ms: wall-clock and process CPU time, each until the call returned (``own``)
+    and until the device finished what it launched (``full``); ``bracket``: the median of each
+    for the measuring bracket around no call."""
+
+    wall_own: list[float] = field(default_factory=list)
+    wall_full: list[float] = field(default_factory=list)
+    cpu_own: list[float] = field(default_factory=list)
+    cpu_full: list[float] = field(default_factory=list)
+    bracket: dict[str, float] = field(default_factory=dict)
+
+    def add(self, **spans_ms: float) -> None:
+        for name, value in spans_ms.items():
+            getattr(self, name).append(value)
+
+    def medians(self) -> dict[str, float]:
+        return {name: sorted(values)[len(values) // 2] for name in ("wall_own", "wall_full", "cpu_own", "cpu_full")
+                if (values := getattr(self, name))}
+
+
+@dataclass
 class MethodResult:
     """Per-call times and what the method saw."""
 
@@ -139,8 +160,7 @@ class MethodResult:
     device_ms: list[float | None] | None = None
     host_ms: list[float] | None = None
     bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
-    own_ms: list[float] | None = None  # per call: start until the call returned (device method)
-    own_bracket_ms: float = 0.0  # the same for the bracket around no call
+    spans: HostSpans | None = None  # wall and CPU spans of each call (device method)
     host_functions: int = 0  # host functions the calls enqueued in stream order (run after they return)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

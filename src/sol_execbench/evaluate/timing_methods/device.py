@@ -8,8 +8,8 @@ launched, on any stream (``activity.attribute``).
 
 The device is synchronised before and after each call, so every call starts on an idle device
 with a cold L2 and its span cannot overlap the next call's. The same pass gives the host span of
-each call, twice: until the call returned (the host's own time in the call) and until the device
-has finished what it launched.
+each call: wall-clock and process CPU time, until the call returned and until the device has
+finished what it launched.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import torch
 
 from . import activity, cupti_tsc
-from .base import CALL_RANGE, SETUP_RANGE, MethodResult, MethodUnavailable, TimedCalls, synchronize
+from .base import CALL_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable, TimedCalls, synchronize
 
 
 def _profiler():
@@ -107,29 +107,45 @@ def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_functi
 BRACKET_SAMPLES = 5
 
 
-def _bracket_ms(calls: TimedCalls, record_function: Any) -> tuple[float, float]:
+class _Stopwatch:
+    """Wall-clock and process CPU time (every thread of the process: host functions run on a
+    driver thread, torch's CPU ops on its pool) from one start."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter_ns(), time.process_time_ns()
+
+    def read(self) -> tuple[float, float]:
+        return (time.perf_counter_ns() - self.wall) / 1e6, (time.process_time_ns() - self.cpu) / 1e6
+
+
+def _measured(spans: HostSpans, calls: TimedCalls, body: Any) -> None:
+    """Run ``body`` between the stopwatch readings a timed call gets, then wait for the device."""
+    watch = _Stopwatch()
+    body()
+    wall_own, cpu_own = watch.read()
+    synchronize(calls.device)
+    wall_full, cpu_full = watch.read()
+    spans.add(wall_own=wall_own, wall_full=wall_full, cpu_own=cpu_own, cpu_full=cpu_full)
+
+
+def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
     """The measuring bracket itself, around no call, in this session: what every call's spans
-    carry besides the call. Returns (range only: in every call's own host span; range and device
-    synchronisation: in every call's span until the device is done)."""
-    own, full = [], []
-    for _ in range(BRACKET_SAMPLES):
-        synchronize(calls.device)
-        begin = time.perf_counter_ns()
+    carry besides the call."""
+    def empty_range() -> None:
         with record_function(SETUP_RANGE):
             pass
-        own.append((time.perf_counter_ns() - begin) / 1e6)
+
+    spans = HostSpans()
+    for _ in range(BRACKET_SAMPLES):
         synchronize(calls.device)
-        full.append((time.perf_counter_ns() - begin) / 1e6)
-    middle = BRACKET_SAMPLES // 2
-    return sorted(own)[middle], sorted(full)[middle]
+        _measured(spans, calls, empty_range)
+    return spans.medians()
 
 
 @dataclass
 class _Loop:
     records: list[activity.Activity]
-    own_ms: list[float]  # call start until the call returned
-    full_ms: list[float]  # call start until the device finished what it launched
-    brackets: tuple[float, float]
+    spans: HostSpans
 
 
 def _profiled_loop(calls: TimedCalls) -> _Loop:
@@ -138,20 +154,19 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     ProfilerActivity, profile, record_function = _profiler()
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     _prime(calls, profile, activities, record_function)
-    own_ms: list[float] = []
-    full_ms: list[float] = []
+    spans = HostSpans()
     with _session(profile, activities, calls.device.vendor) as session:
-        brackets = _bracket_ms(calls, record_function)
+        spans.bracket = _bracket(calls, record_function)
         for i in range(calls.iterations):
             args = calls.setup()
             synchronize(calls.device)
             calls.enter_call()
-            begin = time.perf_counter_ns()
-            with record_function(f"{CALL_RANGE}#{i}"):
-                calls.call(args)
-            own_ms.append((time.perf_counter_ns() - begin) / 1e6)
-            synchronize(calls.device)
-            full_ms.append((time.perf_counter_ns() - begin) / 1e6)
+
+            def timed_call(i: int = i, args: Any = args) -> None:
+                with record_function(f"{CALL_RANGE}#{i}"):
+                    calls.call(args)
+
+            _measured(spans, calls, timed_call)
             calls.exit_call()
             session.check()
         calls.finish()
@@ -159,7 +174,7 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
         records = activity.from_kineto(session.prof.profiler.kineto_results.events())
     except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
         raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
-    return _Loop(records, own_ms, full_ms, brackets)
+    return _Loop(records, spans)
 
 
 def _record_summary(records: list[activity.Activity]) -> str:
@@ -184,8 +199,8 @@ def time_device(calls: TimedCalls) -> MethodResult:
                                 f"CUPTI/roctracer in use by another tool, not permitted here, or its records "
                                 f"dropped{_workaround_state()})")
     result = MethodResult(times_ms=[], device_ms=[s / 1e6 if s is not None else None for s in spans],
-                          host_ms=loop.full_ms, bracket_ms=loop.brackets[1], own_ms=loop.own_ms,
-                          own_bracket_ms=loop.brackets[0], host_functions=len(found.host_functions))
+                          host_ms=loop.spans.wall_full, bracket_ms=loop.spans.bracket.get("wall_full", 0.0),
+                          spans=loop.spans, host_functions=len(found.host_functions))
     result.warnings.extend(activity.work_set_warnings(found.calls))
     if found.foreign:
         result.suspicious.append(activity.foreign_description(found.foreign))
