@@ -38,7 +38,7 @@ if want overhead; then
   tail -18 "$FINAL/eval_overhead.log"
 fi
 if want build_cache; then
-  step build_cache bash -c "python3 benchmarks/build_cache.py --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
+  step build_cache bash -c "python3 benchmarks/build_cache.py \$( [ -d /tmp/upstream ] && echo --upstream-path /tmp/upstream ) --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
   tail -15 "$FINAL/build_cache.log"
 fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then

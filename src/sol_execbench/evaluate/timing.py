@@ -229,9 +229,10 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
     On a ``contended`` machine (other processes on the GPU, or more runnable threads than cores)
     wall-clock spans also hold the wait for other processes' GPU work and for a core: an honest
     12 us matmul had 0.3 to 1 ms spans with four evaluations and parallel compiles beside it.
-    There the process's CPU time must show the host work too (``spans``: until the call returned,
-    or until the device finished where the call enqueued host functions); where it does not, the
-    device span stands and the trace says why.
+    There the calling thread's CPU time in the call (``spans``) must show the host work too; where
+    it does not, the device span stands and the trace says why. Calls that enqueued host functions
+    (``host_functions``: they run on a driver thread after the call returned) are judged on the
+    wall-clock span alone.
     """
     measured = [d for d in device_ms if d is not None]
     if not measured:
@@ -252,17 +253,15 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
         return choice
     wall_text = (f"host span {wall_med * 1e3:.1f} us (less the bracket's own {bracket_ms * 1e3:.1f} us) > 100 us "
                  f"and > {HOST_BOUND_RATIO:g}x the device span {dev_med * 1e3:.1f} us")
-    if contended and spans is not None and spans.cpu_own:
-        which = "cpu_full" if host_functions else "cpu_own"
-        cpu = max(0.0, statistics.median(getattr(spans, which)) - spans.bracket.get(which, 0.0))
+    if contended and spans is not None and spans.cpu_own and not host_functions:
+        cpu = max(0.0, statistics.median(spans.cpu_own) - spans.bracket.get("cpu_own", 0.0))
         if not _dominates(cpu, dev_med):
             choice.times_ms = device_times
-            choice.warnings.append(f"{wall_text}, but the process spent only {cpu * 1e3:.1f} us of CPU time "
-                                   f"{'until the device finished' if host_functions else 'in the call'} on a "
-                                   f"contended machine: the wait is taken for other processes' GPU work or a busy "
-                                   f"host, not host work; device span reported")
+            choice.warnings.append(f"{wall_text}, but the calling thread spent only {cpu * 1e3:.1f} us of CPU "
+                                   f"time in the call on a contended machine: the wait is taken for other "
+                                   f"processes' GPU work or a busy host, not host work; device span reported")
             return choice
-        wall_text += f"; {cpu * 1e3:.1f} us of CPU time on a contended machine"
+        wall_text += f"; {cpu * 1e3:.1f} us of CPU time in the call on a contended machine"
     if host_functions:
         choice.notes.append(f"the calls enqueued {host_functions} host function(s) in stream order")
     choice.notes.append(f"host-bound: {wall_text}; host span reported")

@@ -133,7 +133,7 @@ class TimedCalls:
 
 @dataclass
 class HostSpans:
-    """Per call, in ms: wall-clock and process CPU time, each until the call returned (``own``)
+    """Per call, in ms: wall-clock and the calling thread's CPU time, each until the call returned (``own``)
     and until the device finished what it launched (``full``); ``bracket``: the median of each
     for the measuring bracket around no call."""
 
