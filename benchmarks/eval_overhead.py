@@ -35,17 +35,28 @@ def problems() -> list[tuple[Path, Path]]:
     return found
 
 
-def run_cli(command: list[str], env: dict[str, str], out: Path) -> tuple[float, dict[str, str], str]:
+PHASE_PREFIX = "[sol-execbench phase]"
+
+
+def run_cli(command: list[str], env: dict[str, str], out: Path) -> tuple[float, dict[str, str], str, list[str]]:
+    """Wall time, per-workload verdicts, the end of stderr, and the child's phase log (--phases)."""
     began = time.perf_counter()
     proc = subprocess.run(command + ["-o", str(out)], env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - began
+    lines = (proc.stderr or "").splitlines()
+    phases = [line.split("]", 1)[1].strip() for line in lines if line.startswith(PHASE_PREFIX)]
+    rest = "\n".join(line for line in lines if not line.startswith(PHASE_PREFIX))
+    return wall, _verdicts(out), rest[-300:], phases
+
+
+def _verdicts(out: Path) -> dict[str, str]:
     verdicts = {}
     if out.exists():
         for line in out.read_text().splitlines():
             if line.strip():
                 trace = json.loads(line)
                 verdicts[trace["workload"]["uuid"]] = trace["evaluation"]["status"]
-    return wall, verdicts, (proc.stderr or "")[-2000:]
+    return verdicts
 
 
 def main() -> None:
@@ -54,13 +65,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "eval_overhead.json")
     parser.add_argument("--repeat", type=int, default=1, help="runs per problem and mode (the median is reported)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-pool mode")
+    parser.add_argument("--phases", action="store_true",
+                        help="keep our child's phase log (SOL_EXECBENCH_PHASE_LOG=1) instead of the stderr tail")
     args = parser.parse_args()
     src_path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     ours_env = dict(os.environ, PYTHONPATH=src_path)
+    if args.phases:
+        ours_env["SOL_EXECBENCH_PHASE_LOG"] = "1"
     ours_cmd = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()"]
-    modes = {"cold": (ours_cmd, ours_env, ["--no-warm-pool"])}
+    verbose = ["-v"] if args.phases else []
+    modes = {"cold": (ours_cmd, ours_env, ["--no-warm-pool", *verbose])}
     if not args.no_warm:
-        modes["warm"] = (ours_cmd, ours_env, [])
+        modes["warm"] = (ours_cmd, ours_env, verbose)
         subprocess.run(ours_cmd + ["worker", "start"], env=ours_env, check=True)
     if args.upstream_path:
         up_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.upstream_path), os.environ.get("PYTHONPATH")])))
@@ -97,10 +113,12 @@ def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int
     for r in range(repeat):
         for m in names[r % len(names):] + names[: r % len(names)]:
             command, env, extra = modes[m]
-            wall, verdicts, err = run_cli(command + [str(root), "--solution", str(sol), *extra], env,
-                                          tmp / f"{m}-{index}-{r}.jsonl")
+            wall, verdicts, err, phases = run_cli(command + [str(root), "--solution", str(sol), *extra], env,
+                                                  tmp / f"{m}-{index}-{r}.jsonl")
             walls[m].append(wall)
-            row[f"{m}_verdicts"], row[f"{m}_stderr_tail"] = verdicts, err[-300:]
+            row[f"{m}_verdicts"], row[f"{m}_stderr_tail"] = verdicts, err
+            if phases:
+                row[f"{m}_phases"] = phases
     for m in names:
         row[f"{m}_wall_s"] = statistics.median(walls[m])
     if "upstream" in names:

@@ -2,7 +2,8 @@
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
-#   parts: tests envprobe build_cache fidelity overhead
+#   parts: tests envprobe build_cache fidelity overhead profile (profile is not in "all": it is a
+#   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
 set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 WORK=$(mktemp -d /tmp/sol-validate.XXXX)
@@ -23,10 +24,12 @@ export PATH=/tmp/bin:$PATH
 tail -4 "$WORK/device.txt"
 want() { [[ " $parts " == *" all "* || " $parts " == *" $1 "* ]]; }
 summary="$FINAL/summary.txt"; : >"$summary"
-step() { local name=$1; shift; local began=$SECONDS; "$@"; local rc=$?; echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; }
+# Each step is bounded (STEP_TIMEOUT, default 540 s) so one call of the device tool (600 s at most)
+# still returns the logs of a step that ran long; the logs are written under $FINAL directly.
+step() { local name=$1; shift; local began=$SECONDS; timeout "${STEP_TIMEOUT:-540}" "$@"; local rc=$?; echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; }
 if want tests; then
-  step tests bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n 4 -rA tests > '$WORK/pytest_gpu.log' 2>&1"
-  tail -40 "$WORK/pytest_gpu.log" | tee "$FINAL/pytest_gpu_tail.txt"
+  step tests bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n ${PYTEST_WORKERS:-4} -rfE --durations=25 ${PYTEST_ARGS:-tests} > '$FINAL/pytest_gpu.log' 2>&1"
+  tail -40 "$FINAL/pytest_gpu.log"
 fi
 if want envprobe; then
   mkdir -p "$WORK/envprobe"
@@ -34,11 +37,25 @@ if want envprobe; then
   tail -15 "$WORK/envprobe/log.txt"
 fi
 if want overhead; then
-  step overhead bash -c "python3 benchmarks/eval_overhead.py --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
+  step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
   tail -18 "$FINAL/eval_overhead.log"
 fi
+if [[ " $parts " == *" profile "* ]]; then
+  prob=tests/data/conformance/examples/triton/rmsnorm
+  printf 'import sys\nsys.argv[0] = "sol-execbench"\nfrom sol_execbench.cli.main import main\nmain()\n' >"$WORK/cli.py"
+  step profile bash -c "SOL_EXECBENCH_CHILD_PROFILE='$WORK/child.prof' SOL_EXECBENCH_PHASE_LOG=1 python3 -m cProfile -o '$WORK/parent.prof' \
+      '$WORK/cli.py' $prob --solution $prob/solution_triton.json --no-warm-pool -v -o '$WORK/profile.jsonl' > '$WORK/profile_run.log' 2>&1"
+  python3 - "$WORK" >"$FINAL/profile.txt" 2>&1 <<'PY'
+import pstats, sys
+for name in ("child", "parent"):
+    for key in ("cumulative", "tottime"):
+        print(f"==== {name} by {key}")
+        pstats.Stats(f"{sys.argv[1]}/{name}.prof").sort_stats(key).print_stats(45)
+PY
+  grep "phase" "$WORK/profile_run.log" | tail -20
+fi
 if want build_cache; then
-  step build_cache bash -c "python3 benchmarks/build_cache.py \$( [ -d /tmp/upstream ] && echo --upstream-path /tmp/upstream ) --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
+  step build_cache bash -c "python3 benchmarks/build_cache.py \$( [ -d /tmp/upstream ] && echo --upstream-path /tmp/upstream --upstream-first-only ) --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
   tail -15 "$FINAL/build_cache.log"
 fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then

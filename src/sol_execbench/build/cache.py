@@ -29,11 +29,17 @@ MANIFEST = "manifest.json"
 _POLL_S = 0.1
 
 
+BUILD_CACHE_DIR_ENV = "SOL_EXECBENCH_BUILD_CACHE_DIR"
+
+
 def cache_root() -> Path:
-    """``$SOL_EXECBENCH_CACHE_DIR/builds``, else ``$XDG_CACHE_HOME/sol-execbench/builds``, else
-    ``~/.cache/sol-execbench/builds``."""
+    """``$SOL_EXECBENCH_BUILD_CACHE_DIR`` (builds alone elsewhere, e.g. on a larger disk), else
+    ``builds`` under the tool's cache: ``$SOL_EXECBENCH_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/sol-execbench``, else ``~/.cache/sol-execbench``."""
     from sol_execbench.platform.host import cache_root as tool_cache_root
 
+    if os.environ.get(BUILD_CACHE_DIR_ENV):
+        return Path(os.environ[BUILD_CACHE_DIR_ENV]).expanduser()
     return tool_cache_root() / "builds"
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from sol_execbench.platform.host import use_bytecode_cache
 from sol_execbench.schema import EvaluationStatus, Solution
 
 from .base import BuildFailure
@@ -27,12 +28,39 @@ def _request(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: P
             "entry_symbol": solution.spec.entry_symbol}
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _live_group_members(pgid: int) -> list[int]:
+    """Processes of the group that are not yet zombies (Linux /proc; empty elsewhere)."""
+    members = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return members
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(int(pid))
+    return members
+
+
+def _kill_group(proc: subprocess.Popen, *, settle_s: float = 5.0) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the worker, ninja and every compiler it started
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    # SIGKILL is delivered at once but a loaded machine may run the compilers' exits later; wait for
+    # them (bounded), so the caller's "the build is over" holds and the next build starts clean.
+    end = time.monotonic() + settle_s
+    while _live_group_members(proc.pid) and time.monotonic() < end:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # a child forked while the first signal was in flight
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.02)
 
 
 def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path, *,
@@ -47,7 +75,7 @@ def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, bui
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(build_dir),
-                                env={**os.environ, **plan.env}, start_new_session=True)
+                                env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True)
     try:
         proc.wait(timeout=remaining)
     except subprocess.TimeoutExpired:

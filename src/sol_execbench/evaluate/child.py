@@ -151,7 +151,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
                   env_hash=job.get("env_hash"), warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
-                  clocks=clocks)
+                  clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)))
     _phase("solution loaded")
     for workload in workloads:
         channel.send("start", uuid=workload.uuid)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from sol_execbench.platform.host import use_bytecode_cache
+
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
 
 ALLOC_CONF = "expandable_segments:True"
@@ -58,41 +60,11 @@ def _kill_session(proc: Any) -> None:
     proc.wait()
 
 
-BYTECODE_CACHE_ENV = "SOL_EXECBENCH_BYTECODE_CACHE"
-
-
-def bytecode_cache_prefix(env: dict[str, str]) -> str | None:
-    """A folder for the children's compiled bytecode when torch's own is not kept.
-
-    Where torch was installed without ``__pycache__`` files, and Python may not write them beside
-    it (a folder this user cannot write, or ``PYTHONDONTWRITEBYTECODE`` as container images often
-    set), every fresh interpreter compiles each imported torch module from source: 6 s of a 24 s
-    evaluation on the H100 machine here (the profiler pulls in torch._dynamo and sympy). The
-    children then keep their bytecode under the tool's cache (``PYTHONPYCACHEPREFIX``). Not used
-    where torch's bytecode exists (the prefix would make Python ignore it), where the user chose a
-    prefix, or with ``SOL_EXECBENCH_BYTECODE_CACHE=0``."""
-    import importlib.util
-
-    from sol_execbench.platform.host import cache_root, torch_dir
-
-    if env.get(BYTECODE_CACHE_ENV) == "0" or env.get("PYTHONPYCACHEPREFIX"):
-        return None
-    package = torch_dir()
-    if package is None or Path(importlib.util.cache_from_source(str(package / "__init__.py"))).exists():
-        return None
-    if os.access(package, os.W_OK) and not env.get("PYTHONDONTWRITEBYTECODE"):
-        return None  # Python writes it beside the sources on first use
-    return str(cache_root() / "pycache")
-
-
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
     """The environment of an evaluation child (and of a warm one)."""
     env = dict(os.environ)
     env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
-    prefix = bytecode_cache_prefix(env)
-    if prefix:
-        env["PYTHONPYCACHEPREFIX"] = prefix
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    use_bytecode_cache(env)
     env.update(extra)
     return env
 

@@ -2,7 +2,9 @@
 
 A separate child runs the same job with one correctness round, no warm-up, one timed call (the
 events method: the profiler and the checker both want the profiling interface) and no
-reference timing, under ``compute-sanitizer --tool memcheck`` on NVIDIA. Findings are read from
+reference timing, under ``compute-sanitizer --tool memcheck`` on NVIDIA, with PyTorch's caching
+allocator off and destination outputs without guard bands, so each tensor is an allocation of its
+own exact size and a write past it is an access memcheck can see. Findings are read from
 the child's log; the part of the log after a workload's ``start`` message and before the next
 one's is that workload's. The main evaluation is unaffected: this run only adds reports.
 """
@@ -41,7 +43,9 @@ def sanitize_job(job: dict[str, Any]) -> dict[str, Any]:
     config = dict(job["config"])
     config.update(warmup_runs=0, iterations=1, correctness_rounds=1, benchmark_reference=False,
                   lock_clocks=False, timing={"method": "events"})
-    return {**job, "config": config, "dump_dir": None}
+    # No guard bands: an output must be an allocation of its own exact size for memcheck to see a
+    # write past its end (a canary band would absorb it).
+    return {**job, "config": config, "dump_dir": None, "guard_outputs": False}
 
 
 def _segments(log: str, starts: list[tuple[str, int]]) -> dict[str, str]:
@@ -69,7 +73,10 @@ def run_sanitizer(job: dict[str, Any], workloads: list[Workload], staging: Path,
         if msg.get("type") == "start":
             starts.append((msg["uuid"], log_path.stat().st_size))
 
-    run = run_child(job_path, log_path, timeout_s=timeout_s, memory_limit_bytes=None, env_extra={},
+    # PyTorch's caching allocator carves tensors out of large blocks, so an access past a tensor's end
+    # usually stays inside a live allocation; with caching off each tensor is its own cudaMalloc.
+    run = run_child(job_path, log_path, timeout_s=timeout_s, memory_limit_bytes=None,
+                    env_extra={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                     on_message=on_message, wrapper=wrapper)
     segments = _segments(log_path.read_text(errors="replace"), starts)
     finished = run.returncode == 0 and not run.timed_out
