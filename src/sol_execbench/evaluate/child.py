@@ -90,8 +90,13 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     _phase("child started")
     device = current(job.get("device"))
     _phase(f"device {device.torch_device} ready")
+    quiet_warning = None
     if not device.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
+    else:
+        from .gpu_quiet import hold_shared
+
+        quiet_warning = hold_shared(device.index)  # no warm-pool start-up on this GPU while we measure
 
     import torch  # noqa: F401  (after TRITON_INTERPRET is decided)
 
@@ -150,7 +155,8 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   dps=solution.spec.destination_passing_style, reference_fn=reference.run, custom_inputs_fn=custom,
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
-                  env_hash=job.get("env_hash"), warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
+                  env_hash=job.get("env_hash"),
+                  warnings=list(job.get("warnings", [])) + clock_notes + ([quiet_warning] if quiet_warning else []), watch=watch,
                   clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)))
     _phase("solution loaded")
     for workload in workloads:

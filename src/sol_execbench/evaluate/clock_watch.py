@@ -17,6 +17,17 @@ from sol_execbench.platform.clocks import (BENIGN_REASONS, ClockReader, ClockRea
                                            lock_problems, other_processes)
 from sol_execbench.schema import ClockRecord, ClockSample
 
+from .gpu_quiet import idle_pids
+
+
+def _others(processes) -> list[int]:
+    """Other processes on the GPU, less idle warm-pool children (a context, no work: see gpu_quiet)."""
+    found = other_processes(processes, os.getpid())
+    if not found:
+        return found
+    idle = idle_pids()
+    return [pid for pid in found if pid not in idle]
+
 LOAD_BATCHES = 6
 LOAD_MATMULS_PER_BATCH = 16
 LOAD_SIZE = 4096
@@ -39,7 +50,7 @@ class ClockWatch:
         self.source = start.source
         self._base = ClockRecord(source=start.source, samples=[self._sample(start, "start")],
                                  partial_reasons=list(start.problems))
-        self._others_at_start = other_processes(start.processes, os.getpid())
+        self._others_at_start = _others(start.processes)
         self._per_workload: dict[str, list[tuple[str, ClockReading]]] = {}
 
     @staticmethod
@@ -94,7 +105,7 @@ class ClockWatch:
         record.samples.extend(self._sample(r, when) for when, r in readings)
         others = set(self._others_at_start)
         for _, reading in readings:
-            others.update(other_processes(reading.processes, os.getpid()))
+            others.update(_others(reading.processes))
             record.partial_reasons.extend(p for p in reading.problems if p not in record.partial_reasons)
         record.other_processes = sorted(others) if others else None
         return record
@@ -102,12 +113,12 @@ class ClockWatch:
     def shared(self, uuid: str) -> bool:
         """Whether other processes used this GPU at the start or around this workload so far."""
         readings = self._per_workload.get(uuid, [])
-        return bool(self._others_at_start) or any(other_processes(r.processes, os.getpid()) for _, r in readings)
+        return bool(self._others_at_start) or any(_others(r.processes) for _, r in readings)
 
     def warnings_for(self, uuid: str) -> list[str]:
         warnings = []
         readings = self._per_workload.get(uuid, [])
-        others = sorted(set(self._others_at_start).union(*(other_processes(r.processes, os.getpid()) for _, r in readings)))
+        others = sorted(set(self._others_at_start).union(*(_others(r.processes) for _, r in readings)))
         if others:
             warnings.append(f"other processes use this GPU during the run (pids {others}): timings may be disturbed")
         throttled = sorted({reason for _, r in readings for reason in (r.throttle_reasons or [])} - BENIGN_REASONS)

@@ -8,24 +8,40 @@ on the child is an ordinary evaluation child (``child.main``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
 
+from . import gpu_quiet
 from .channel import FD_ENV, KEY_ENV
 
 
 def _warm_up(device_spec: str | None) -> None:
     """Pay the one-time costs a first workload would: device context, RNG, BLAS, reductions."""
-    import torch
-
     from sol_execbench.platform import current
 
     info = current(device_spec)
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it once, at import; the child sets it too
+    # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet).
+    with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext():
+        _warm_device(info)
+    if info.is_gpu:
+        gpu_quiet.mark_idle()  # holds a context from now on, but launches nothing until handed a job
+    import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
+
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        pass
+
+
+def _warm_device(info) -> None:
+    import torch
+
     dev = torch.device(info.torch_device)
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         a = torch.randn(64, 64, device=dev, dtype=dtype)
@@ -38,12 +54,6 @@ def _warm_up(device_spec: str | None) -> None:
         torch.cuda.Event(enable_timing=True).record()
         torch.cuda.synchronize(dev)
         _warm_device_timing(info)
-    import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
-
-    try:
-        import triton  # noqa: F401
-    except Exception:
-        pass
 
 
 def _warm_device_timing(info) -> None:
@@ -81,6 +91,7 @@ def main(argv: list[str]) -> None:
     device_spec = argv[1] if len(argv) > 1 else None
     _warm_up(device_spec)
     job_path, env, fds = _receive_job(socket_path)
+    gpu_quiet.unmark_idle()
     channel_fd, log_fd = fds[0], fds[1]
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

@@ -1,0 +1,111 @@
+"""Keeps warm-pool start-up work off a GPU while an evaluation measures on it.
+
+A warm child's start-up runs kernels and a profiler session on the device. An evaluation timing
+its calls at that moment would share the GPU with it: the device time-slices between processes,
+and the pool starts a replacement exactly when it hands a child out. So:
+
+- every evaluation child on a GPU holds a shared lock on a per-device file for its lifetime;
+- a warm child takes the exclusive lock around its device warm-up: it waits while evaluations
+  run, and an evaluation that starts meanwhile waits (a second or two) for the warm-up to end.
+
+An idle warm child still holds a device context, which the driver lists as a process using the
+GPU. It launches nothing until it is handed a job, so it marks itself idle (a file named after
+its pid) and evaluations leave it out of "other processes use this GPU".
+
+The lock and the marks live in the per-user runtime folder of the warm pool; a solution could
+drop its own process's lock, which only lets a warm-up overlap its timing again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to finish
+_held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
+
+
+def _runtime_dir() -> Path:
+    from .warm_pool import runtime_dir
+
+    return runtime_dir()
+
+
+def lock_path(device_index: int | None) -> Path:
+    """One lock file per physical device as this process's visibility variables name it."""
+    visible = "|".join(os.environ.get(v, "") for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                                        "ROCR_VISIBLE_DEVICES"))
+    key = hashlib.sha1(f"{visible}#{device_index or 0}".encode()).hexdigest()[:12]
+    return _runtime_dir() / f"gpu-{key}.lock"
+
+
+def hold_shared(device_index: int | None, wait_s: float = SHARED_WAIT_S) -> str | None:
+    """Hold the device's shared lock until this process exits. None, or a warning when a warm-up
+    kept the lock past ``wait_s`` (the evaluation then goes on without it)."""
+    fd = os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            _held.append(fd)
+            return None
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return (f"a warm evaluation process was still warming up this GPU after {wait_s:g} s; "
+                        "timing went ahead beside it")
+            time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def exclusive(device_index: int | None) -> Iterator[None]:
+    """The device to itself (no evaluation running) for the duration of the block."""
+    fd = os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _idle_mark(pid: int) -> Path:
+    return _runtime_dir() / f"idle-{pid}"
+
+
+def mark_idle() -> None:
+    _idle_mark(os.getpid()).touch()
+
+
+def unmark_idle() -> None:
+    with contextlib.suppress(FileNotFoundError):
+        _idle_mark(os.getpid()).unlink()
+
+
+def idle_pids() -> set[int]:
+    """Warm children waiting for a job (live processes only: a mark left by a killed one is ignored)."""
+    found = set()
+    try:
+        names = os.listdir(_runtime_dir())
+    except OSError:
+        return found
+    for name in names:
+        if name.startswith("idle-") and name[5:].isdigit():
+            pid = int(name[5:])
+            if _alive(pid):
+                found.add(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,77 @@
+"""The warm pool's GPU quiet rule: evaluations hold a shared lock, a warm-up the exclusive one, and
+idle warm children are not counted as other processes on the GPU."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from sol_execbench.evaluate import gpu_quiet
+
+
+@pytest.fixture(autouse=True)
+def _own_runtime_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    yield
+    for fd in gpu_quiet._held:
+        os.close(fd)
+    gpu_quiet._held.clear()
+
+
+def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
+    entered, release = threading.Event(), threading.Event()
+
+    def warm_up():
+        with gpu_quiet.exclusive(0):
+            entered.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=warm_up)
+    worker.start()
+    assert entered.wait(5)
+    began = time.monotonic()
+    warning = gpu_quiet.hold_shared(0, wait_s=0.3)  # the warm-up keeps the device: give up, say so
+    assert warning and "still warming up" in warning and time.monotonic() - began >= 0.3
+    threading.Timer(0.2, release.set).start()
+    assert gpu_quiet.hold_shared(0, wait_s=5) is None  # granted once the warm-up ended
+    worker.join(5)
+
+    blocked = threading.Event()
+
+    def second_warm_up():
+        with gpu_quiet.exclusive(0):
+            blocked.set()
+
+    later = threading.Thread(target=second_warm_up)
+    later.start()
+    assert not blocked.wait(0.3)  # a warm-up waits while an evaluation holds the device
+    os.close(gpu_quiet._held.pop())
+    assert blocked.wait(5)
+    later.join(5)
+
+
+def test_devices_have_locks_of_their_own(monkeypatch):
+    assert gpu_quiet.lock_path(0) != gpu_quiet.lock_path(1)
+    first = gpu_quiet.lock_path(0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert gpu_quiet.lock_path(0) != first
+
+
+def test_idle_warm_children_are_not_other_processes(monkeypatch):
+    from sol_execbench.evaluate import clock_watch
+
+    me = os.getpid()
+    sibling = os.getppid()  # a live process standing in for an idle warm child
+    assert clock_watch._others([me, sibling]) == [sibling]
+    (gpu_quiet._runtime_dir() / f"idle-{sibling}").touch()
+    assert sibling in gpu_quiet.idle_pids()
+    assert clock_watch._others([me, sibling]) == []
+    gpu_quiet.mark_idle()
+    assert me in gpu_quiet.idle_pids()
+    gpu_quiet.unmark_idle()
+    assert me not in gpu_quiet.idle_pids()
+    (gpu_quiet._runtime_dir() / "idle-999999999").touch()  # left by a process that is gone
+    assert 999999999 not in gpu_quiet.idle_pids()
