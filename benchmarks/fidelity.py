@@ -41,6 +41,9 @@ from sol_execbench.evaluate.timing_methods import activity, cupti_tsc  # noqa: E
 from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, SETUP_RANGE  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.platform.clocks import ClockReader  # noqa: E402
+from sol_execbench.schema import TimingConfig  # noqa: E402
+
+DEFAULT_COOLDOWN = TimingConfig().cooldown  # what an evaluation uses unless its config says otherwise
 
 NCU_RANGE = "sol_call"
 NCU_CALLS = 5
@@ -130,11 +133,12 @@ CASES: dict[str, tuple[str, Callable[[], tuple[Callable, list]]]] = {
 
 # -- measurements ---------------------------------------------------------------------------------
 
-def harness_median(fn: Callable, values: list, method: str, warmup: int, iterations: int) -> dict[str, Any]:
+def harness_median(fn: Callable, values: list, method: str, warmup: int, iterations: int,
+                   cooldown: float = DEFAULT_COOLDOWN) -> dict[str, Any]:
     device = current()
     fresh = FreshArgs([values], slots=warmup + iterations + 1)
     m = time_calls(fn, fresh, warmup=warmup, iterations=iterations, device=device, flusher=L2Flusher(device),
-                   method=method)
+                   method=method, cooldown=cooldown)
     stats = m.stats()
     return {"median_ms": stats.median_ms, "method_ran": m.method, "note": m.note, "host_bound": m.host_bound,
             "host_median_ms": stats.host_median_ms, "warnings": m.warnings}
@@ -262,6 +266,8 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
     methods: dict[str, Any] = {}
     for method in ("device", "events", "graph"):
         methods[method] = harness_median(fn, values, method, args.warmup, args.iterations)
+    # The default device method idles after each call (TimingConfig.cooldown); this is it without.
+    methods["device_back_to_back"] = harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=0.0)
     methods["do_bench"] = {"median_ms": do_bench_median(fn, values)}
     methods["profiler_kernel_sum"] = {"median_ms": profiler_kernel_sum(fn, values)}
     truth, source = (None, "ncu skipped (--no-ncu)") if args.no_ncu else ncu_ground_truth(name)
@@ -279,7 +285,7 @@ def _us(ms: float | None) -> str:
 
 
 def print_table(results: list[CaseResult]) -> None:
-    columns = ["device", "events", "graph", "do_bench", "profiler_kernel_sum"]
+    columns = ["device", "device_back_to_back", "events", "graph", "do_bench", "profiler_kernel_sum"]
     print(f"{'case':26s} {'truth us':>9s} " + " ".join(f"{c[:9]:>9s}" for c in columns) + "   err%  spread%  ok")
     for r in results:
         cells = " ".join(_us(r.methods[c]["median_ms"]) for c in columns)

@@ -227,7 +227,27 @@ def test_timing_config_defaults_and_validation():
     assert merge_configs({"iterations": 5}, {"timing": {"method": "events"}}).timing.method == "events"
     with pytest.raises(ValueError):
         BenchmarkConfig.model_validate({"timing": {"method": "stopwatch"}})
-    assert BenchmarkConfig.model_validate({"warmup_runs": 1}).model_dump()["timing"] == {"method": "auto"}
+    assert BenchmarkConfig.model_validate({"warmup_runs": 1}).model_dump()["timing"] == {"method": "auto", "cooldown": 1.0}
+    assert merge_configs({}, {"timing": {"cooldown": 0}}).timing.cooldown == 0
+    with pytest.raises(ValueError):
+        BenchmarkConfig.model_validate({"timing": {"cooldown": -1}})
+
+
+def test_device_method_idles_after_each_call_as_long_as_the_call():
+    """The cool-down gap: ``cooldown`` times the call's span, capped at 50 ms, none at 0."""
+    import time
+    from types import SimpleNamespace
+
+    from sol_execbench.evaluate.timing_methods.device import COOLDOWN_MAX_S, _cool_down
+
+    def gap(cooldown, call_ms):
+        began = time.perf_counter()
+        _cool_down(SimpleNamespace(cooldown=cooldown), call_ms)
+        return time.perf_counter() - began
+
+    assert gap(1.0, 30.0) >= 0.03
+    assert gap(0.0, 30.0) < 0.01
+    assert COOLDOWN_MAX_S <= gap(2.0, 1000.0) < COOLDOWN_MAX_S + 0.1
 
 
 def test_extra_warm_up_only_after_the_device_sat_idle(cpu_device):

@@ -16,16 +16,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .phases import phase as _phase
+
 GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
-PHASE_LOG_ENV = "SOL_EXECBENCH_PHASE_LOG"
 PROFILE_ENV = "SOL_EXECBENCH_CHILD_PROFILE"  # a path: the child's run under cProfile, stats written there
-_STARTED = time.perf_counter()
-
-
-def _phase(name: str) -> None:
-    """With SOL_EXECBENCH_PHASE_LOG=1, print when each phase of the child is reached (see -v)."""
-    if os.environ.get(PHASE_LOG_ENV) == "1":
-        print(f"[sol-execbench phase] {time.perf_counter() - _STARTED:8.3f} s  {name}", file=sys.stderr, flush=True)
 
 
 def _load_reference(staging: Path, source: str):

@@ -30,6 +30,7 @@ from .calls import (Context, Verdict, check_integrity, clone_values, compare_out
                     output_problems, reference_call, round_seed, solution_call)
 from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
+from .phases import phase
 from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, time_calls
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
@@ -108,6 +109,7 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     if ctx.flusher is None:
         ctx.flusher = L2Flusher(dev)
     bank = input_bank(ctx, workload, blobs, inputs)
+    phase(f"  {workload.uuid}: input bank of {len(bank)} set(s)")
     dps_zeros = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
     audit = AuditSet.make(ctx, workload, blobs)
     fresh = FreshArgs([values + dps_zeros for values in bank], slots=cfg.warmup_runs + cfg.iterations + 1)
@@ -115,11 +117,13 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     if keeper is not None:
         keeper.inspect = lambda args, result: _inspect_audited(ctx, args, result)
     sol, sol_peak = _timed_solution(ctx, workload, fresh, keeper, warnings)
+    phase(f"  {workload.uuid}: solution timed")
     _check_audit(ctx, workload, axes, blobs, audit, keeper, tally)
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
         _time_reference(ctx, bank, perf, notes, _contended(ctx, workload))
+        phase(f"  {workload.uuid}: reference timed")
     return perf, notes
 
 
@@ -164,7 +168,8 @@ def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallK
         torch.cuda.reset_peak_memory_stats(dev.torch_device)
         baseline = torch.cuda.memory_allocated(dev.torch_device)
     m = time_calls(fn, fresh, warmup=cfg.warmup_runs, iterations=cfg.iterations, device=dev, flusher=ctx.flusher,
-                   method=cfg.timing.method, keeper=keeper, region=region, contended=contended)
+                   method=cfg.timing.method, keeper=keeper, region=region, contended=contended,
+                   cooldown=cfg.timing.cooldown)
     peak = None
     if dev.is_gpu and baseline is not None:
         peak = max(0, torch.cuda.max_memory_allocated(dev.torch_device) - baseline)

@@ -306,16 +306,17 @@ def _keep_busy(calls: TimedCalls, began: float) -> None:
 
 def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: int, device: DeviceInfo,
                flusher: L2Flusher, method: str | None = None, keeper: CallKeeper | None = None,
-               region: Any = None, contended: bool = False) -> Measurement:
+               region: Any = None, contended: bool = False, cooldown: float = 0.0) -> Measurement:
     """Warm up, then time ``iterations`` calls of ``fn``, each on the next fresh arguments.
 
     ``keeper`` keeps one timed call's outputs (the audit); ``region`` (activity_watch) samples
     the solution's threads around every call, warm-up included; ``contended``: other
-    processes use the GPU or the host's cores (see ``choose_latency``).
+    processes use the GPU or the host's cores (see ``choose_latency``); ``cooldown``: the device
+    method's idle time after each call, as a multiple of the call's span (``TimingConfig.cooldown``).
     """
     first, resolved_note = resolve_method(method, device)
     notes = [resolved_note] if resolved_note else []
-    calls = TimedCalls(fn, next_args, iterations, flusher, device, keeper, region)
+    calls = TimedCalls(fn, next_args, iterations, flusher, device, keeper, region, cooldown=cooldown)
     began = time.perf_counter()
     for _ in range(warmup):
         calls.warm_args = next_args()

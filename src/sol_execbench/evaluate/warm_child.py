@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from . import gpu_quiet
+from . import gpu_quiet, phases
 from .channel import FD_ENV, KEY_ENV
 
 
@@ -33,6 +33,9 @@ def _warm_up(device_spec: str | None) -> None:
         gpu_quiet.mark_idle()  # holds a context from now on, but launches nothing until handed a job
     import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
 
+    import sol_execbench.build  # noqa: F401  (what run_job imports once it has a job)
+
+    from . import activity_watch, workload_eval  # noqa: F401
     try:
         import triton  # noqa: F401
     except Exception:
@@ -54,6 +57,16 @@ def _warm_device(info) -> None:
         torch.cuda.Event(enable_timing=True).record()
         torch.cuda.synchronize(dev)
         _warm_device_timing(info)
+        _warm_triton(info)
+
+
+def _warm_triton(info) -> None:
+    try:
+        from ._triton_warm import launch_once
+
+        launch_once(info.torch_device)
+    except Exception:  # noqa: BLE001  (no Triton, or it cannot compile here: the solution will say so)
+        pass
 
 
 def _warm_device_timing(info) -> None:
@@ -102,8 +115,8 @@ def main(argv: list[str]) -> None:
     os.chdir(os.path.dirname(job_path))
     from . import child
 
-    child._STARTED = time.perf_counter()
-    child._phase("took the job from the warm pool")
+    phases.restart_clock()
+    phases.phase("took the job from the warm pool")
     child.main([sys.argv[0], job_path])
 
 

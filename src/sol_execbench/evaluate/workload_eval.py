@@ -18,6 +18,7 @@ from .correctness import RoundTally
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
+from .phases import phase
 
 __all__ = ["Context", "Verdict", "evaluate_workload", "make_trace", "round_seed"]
 
@@ -42,6 +43,7 @@ def evaluate_workload(ctx: Context, workload: Workload) -> Trace:
         axes = ctx.definition.resolve_axes(workload.axes)
         blobs = load_blobs(ctx.definition, workload, blob_roots(ctx.staging_dir))
         tally, inputs = _correctness_rounds(ctx, workload, blobs, axes)
+        phase(f"  {workload.uuid}: {tally.rounds} correctness round(s)")
         performance, notes = measure_workload(ctx, workload, blobs, inputs, axes, tally, warnings)
         return make_trace(ctx, workload, S.PASSED, "\n".join(notes), tally.result(), performance, warnings)
     except Verdict as v:

@@ -19,6 +19,11 @@ class TimingConfig(SchemaModel):
     ``cpu`` on the CPU. ``device``: per call, first kernel start to last kernel end on any stream,
     from the vendor's activity records. ``events``: device events around each call on the current
     stream. ``graph``: one CUDA/HIP graph per input set, replayed. ``cpu``: host clock (CPU only)."""
+    cooldown: float = Field(default=1.0, ge=0, le=10)
+    """``device`` method: after each timed call the device idles this many times as long as the call
+    took (its host span), so it runs at most half the time at the default 1: a loop of back-to-back
+    millisecond GEMMs otherwise reaches the power cap and is timed at a throttled, drifting clock.
+    0 times calls back to back."""
 
 
 class BenchmarkConfig(SchemaModel):

@@ -97,6 +97,7 @@ class TimedCalls:
     keeper: CallKeeper | None = None
     region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
+    cooldown: float = 0.0  # idle after each timed call, as a multiple of its host span (device method)
 
     def enter_call(self) -> None:
         """Just before a call's timestamps start (outside the measured span)."""
