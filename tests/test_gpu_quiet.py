@@ -53,6 +53,15 @@ def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
     later.join(5)
 
 
+def test_a_warm_up_waits_for_evaluations_only_so_long():
+    assert gpu_quiet.hold_shared(0) is None
+    began = time.monotonic()
+    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
+        assert got is False and time.monotonic() - began >= 0.2
+    with gpu_quiet.exclusive(1, wait_s=0.2) as got:
+        assert got is True  # another device is free
+
+
 def test_devices_have_locks_of_their_own(monkeypatch):
     assert gpu_quiet.lock_path(0) != gpu_quiet.lock_path(1)
     first = gpu_quiet.lock_path(0)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to finish
+EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluations (see exclusive)
 _held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
 
 
@@ -63,12 +64,25 @@ def hold_shared(device_index: int | None, wait_s: float = SHARED_WAIT_S) -> str 
 
 
 @contextlib.contextmanager
-def exclusive(device_index: int | None) -> Iterator[None]:
-    """The device to itself (no evaluation running) for the duration of the block."""
+def exclusive(device_index: int | None, wait_s: float = EXCLUSIVE_WAIT_S) -> Iterator[bool]:
+    """The device to itself (no evaluation running) for the duration of the block; yields whether
+    it got it. Evaluations that overlap one another (several at once on one GPU) would keep a
+    waiting warm-up out for good, since a shared lock is granted while an exclusive one waits; so
+    the wait is bounded, and past it the warm-up runs beside them (they already share the GPU)."""
     fd = os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait_s
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    got = False
+                    break
+                time.sleep(0.01)
+        yield got
     finally:
         os.close(fd)  # releases the lock
 
