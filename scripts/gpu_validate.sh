@@ -2,7 +2,7 @@
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
-#   parts: tests envprobe build_cache fidelity overhead profile (profile is not in "all": it is a
+#   parts: tests envprobe build_cache fidelity launch overhead profile (profile is not in "all": it is a
 #   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
 set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
@@ -58,10 +58,15 @@ if want build_cache; then
   step build_cache bash -c "python3 benchmarks/build_cache.py \$( [ -d /tmp/upstream ] && echo --upstream-path /tmp/upstream --upstream-first-only ) --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
   tail -15 "$FINAL/build_cache.log"
 fi
+if want launch; then
+  step launch bash -c "python3 benchmarks/launch_overhead.py --out '$FINAL/launch_overhead.json' > '$WORK/launch.log' 2>&1"
+  cat "$WORK/launch.log"
+fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then
   mkdir -p "$WORK/fidelity"
   step fidelity bash -c "OUT='$WORK/fidelity' bash scripts/gpu_fidelity.sh > '$WORK/fidelity/log.txt' 2>&1"
   tail -40 "$WORK/fidelity/log.txt"
+  cp "$WORK/fidelity/fidelity.json" "$FINAL/" 2>/dev/null
 fi
 tar czf "$FINAL/validation.tgz" -C "$WORK" .
 cat "$summary"

@@ -182,8 +182,8 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     _prime(calls, profile, activities, record_function)
     spans = HostSpans()
+    bracket = _Bracket(calls, record_function)  # its tensors made before the session: no launch outside a range
     with _session(profile, activities, calls.device.vendor) as session:
-        bracket = _Bracket(calls, record_function)
         bracket.sample()
         for i in range(calls.iterations):
             args = calls.setup()
