@@ -84,3 +84,27 @@ def test_idle_warm_children_are_not_other_processes(monkeypatch):
     assert me not in gpu_quiet.idle_pids()
     (gpu_quiet._runtime_dir() / "idle-999999999").touch()  # left by a process that is gone
     assert 999999999 not in gpu_quiet.idle_pids()
+
+
+def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idle(monkeypatch):
+    """warm_child._warm_up's GPU path, with the device work itself stubbed (no GPU here)."""
+    from types import SimpleNamespace
+
+    import sol_execbench.platform as platform
+    from sol_execbench.evaluate import warm_child
+
+    seen = {}
+
+    def fake_device_work(info):
+        seen["device"] = info.torch_device
+        # an evaluation starting now waits: the warm-up holds the device
+        seen["evaluation_warning"] = gpu_quiet.hold_shared(info.index, wait_s=0.1)
+
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0,
+                                                                               torch_device="cuda:0"))
+    monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
+    warm_child._warm_up(None)
+    assert seen["device"] == "cuda:0" and "still warming up" in seen["evaluation_warning"]
+    assert os.getpid() in gpu_quiet.idle_pids()
+    assert gpu_quiet.hold_shared(0, wait_s=0.5) is None  # the warm-up released the device
+    gpu_quiet.unmark_idle()

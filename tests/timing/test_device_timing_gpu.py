@@ -54,7 +54,8 @@ def _vectors(n=1 << 12):
 
 def test_device_time_of_a_tiny_kernel_excludes_the_flush_and_launch(gpu):
     m = _time(lambda x, y: x + y, _vectors(), gpu)
-    assert m.method == "device" and m.host_bound is False and m.note is None, m.note
+    # On a slow host the raw host span passes 100 us; the note then says the bracket explains it.
+    assert m.method == "device" and m.host_bound is False and (m.note is None or "not host-bound" in m.note), m.note
     assert 0 < m.stats().median_ms < 0.015  # a 4096-element add: a few us; the flush alone takes far longer
     assert m.warnings == [] and m.suspicious == []
 

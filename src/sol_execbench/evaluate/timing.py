@@ -220,12 +220,11 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
     """Per-call times to report: device spans, or host spans where the host dominates.
 
     ``host_ms``: each call's wall-clock span until the device finished what it launched. Host-
-    bound means that span, less what the measuring bracket costs by itself (the profiler range,
-    the synchronisations and one ordinary kernel launch, timed in the same session), exceeds 100 us
-    and twice the device median: work done on the host, a result copied up, a host function run in
-    stream order, a blocking wait. The host spans are then reported. Under the profiler every call
-    carried 60 to 140 us beyond its kernels on the H100's virtual machine, and 100 to 300 us on a
-    busy host, around kernels of 5 to 150 us.
+    bound means that span, less what the measuring bracket (profiler range and synchronisation,
+    around no call) costs by itself, exceeds 100 us and twice the device median: work done on the
+    host, a result copied up, a host function run in stream order, a blocking wait. The host
+    spans are then reported. Under the profiler the bracket cost 100 to 300 us per call on a busy
+    host, around kernels of 5 to 150 us.
 
     On a ``contended`` machine (other processes on the GPU, or more runnable threads than cores)
     wall-clock spans also hold the wait for other processes' GPU work and for a core: an honest

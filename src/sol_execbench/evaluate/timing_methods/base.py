@@ -136,7 +136,7 @@ class TimedCalls:
 class HostSpans:
     """Per call, in ms: wall-clock and the calling thread's CPU time, each until the call returned (``own``)
     and until the device finished what it launched (``full``); ``bracket``: the median of each
-    for the measuring bracket around a one-kernel call of the harness's own (device method)."""
+    for the measuring bracket around no call."""
 
     wall_own: list[float] = field(default_factory=list)
     wall_full: list[float] = field(default_factory=list)
@@ -160,7 +160,7 @@ class MethodResult:
     times_ms: list[float]
     device_ms: list[float | None] | None = None
     host_ms: list[float] | None = None
-    bracket_ms: float = 0.0  # the host span of the measuring bracket around one ordinary launch (device method)
+    bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
     spans: HostSpans | None = None  # wall and CPU spans of each call (device method)
     host_functions: int = 0  # host functions the calls enqueued in stream order (run after they return)
     notes: list[str] = field(default_factory=list)

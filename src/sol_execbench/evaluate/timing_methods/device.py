@@ -130,30 +130,18 @@ def _measured(spans: HostSpans, calls: TimedCalls, body: Any) -> None:
     spans.add(wall_own=wall_own, wall_full=wall_full, cpu_own=cpu_own, cpu_full=cpu_full)
 
 
-class _Bracket:
-    """What every timed call's spans carry besides the solution's own work: the profiler range,
-    the synchronisations, and one ordinary kernel launch (a one-element add inside a setup range,
-    so its record is the harness's). Sampled at the start and the end of the session, so a session
-    that ran slow throughout (a busy virtual machine: 40 to 75 us for the empty bracket, 60 to 140
-    us per call beyond the kernels on the H100 host here) is judged against its own cost."""
+def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
+    """The measuring bracket itself, around no call, in this session: what every call's spans
+    carry besides the call."""
+    def empty_range() -> None:
+        with record_function(SETUP_RANGE):
+            pass
 
-    def __init__(self, calls: TimedCalls, record_function: Any):
-        self.calls, self.record_function = calls, record_function
-        self.spans = HostSpans()
-        self._x = torch.zeros(1, device=calls.device.torch_device)
-        self._out = torch.empty_like(self._x)
-
-    def _one_launch(self) -> None:
-        with self.record_function(SETUP_RANGE):
-            torch.add(self._x, 1.0, out=self._out)
-
-    def sample(self) -> None:
-        for _ in range(BRACKET_SAMPLES):
-            synchronize(self.calls.device)
-            _measured(self.spans, self.calls, self._one_launch)
-
-    def medians(self) -> dict[str, float]:
-        return self.spans.medians()
+    spans = HostSpans()
+    for _ in range(BRACKET_SAMPLES):
+        synchronize(calls.device)
+        _measured(spans, calls, empty_range)
+    return spans.medians()
 
 
 COOLDOWN_MAX_S = 0.05
@@ -182,9 +170,8 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     _prime(calls, profile, activities, record_function)
     spans = HostSpans()
-    bracket = _Bracket(calls, record_function)  # its tensors made before the session: no launch outside a range
     with _session(profile, activities, calls.device.vendor) as session:
-        bracket.sample()
+        spans.bracket = _bracket(calls, record_function)
         for i in range(calls.iterations):
             args = calls.setup()
             synchronize(calls.device)
@@ -198,8 +185,6 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
             calls.exit_call()
             session.check()
             _cool_down(calls, spans.wall_full[-1])
-        bracket.sample()
-        spans.bracket = bracket.medians()
         calls.finish()
     try:
         records = activity.from_kineto(session.prof.profiler.kineto_results.events())
