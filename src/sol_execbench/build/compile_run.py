@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,8 +29,8 @@ def _request(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: P
             "entry_symbol": solution.spec.entry_symbol}
 
 
-def _live_group_members(pgid: int) -> list[int]:
-    """Processes of the group that are not yet zombies (Linux /proc; empty elsewhere)."""
+def _live_session_members(sid: int) -> list[int]:
+    """Processes of the session that are not yet zombies (Linux /proc; empty elsewhere)."""
     members = []
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
@@ -41,25 +42,24 @@ def _live_group_members(pgid: int) -> list[int]:
                 fields = fh.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
             members.append(int(pid))
     return members
 
 
-def _kill_group(proc: subprocess.Popen, *, settle_s: float = 5.0) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker, ninja and every compiler it started
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill_build(proc: subprocess.Popen, *, settle_s: float = 5.0) -> None:
+    """Kill the compile worker and everything it started. The worker leads a session of its own;
+    ninja puts each compiler command in a process group of its own inside that session, so the
+    worker's group alone misses them: every live process of the session is killed, until none is
+    left (bounded), so "the build is over" holds when this returns."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    # SIGKILL is delivered at once but a loaded machine may run the compilers' exits later; wait for
-    # them (bounded), so the caller's "the build is over" holds and the next build starts clean.
     end = time.monotonic() + settle_s
-    while _live_group_members(proc.pid) and time.monotonic() < end:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # a child forked while the first signal was in flight
-        except (ProcessLookupError, PermissionError):
-            break
+    while (members := _live_session_members(proc.pid)) and time.monotonic() < end:
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
 
 
@@ -79,12 +79,12 @@ def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, bui
     try:
         proc.wait(timeout=remaining)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        _kill_build(proc)
         raise BuildFailure(EvaluationStatus.TIMEOUT, _timeout_message(plan, timeout_s, "while compiling")) from None
     except BaseException:
-        _kill_group(proc)
+        _kill_build(proc)
         raise
-    _kill_group(proc)  # nothing of the build may outlive it
+    _kill_build(proc)  # nothing of the build may outlive it
     return _read_result(plan, build_dir, log_path, source_dir)
 
 

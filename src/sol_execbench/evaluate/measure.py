@@ -26,12 +26,14 @@ import torch
 from sol_execbench.platform.host import host_loaded
 from sol_execbench.schema import CustomInput, EvaluationStatus as S, Performance, RandomInput, Workload
 
+from . import host_recheck
 from .calls import (Context, Verdict, check_integrity, clone_values, compare_outputs, normalize_result,
                     output_problems, reference_call, round_seed, solution_call)
 from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
 from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, time_calls
+from .timing_methods.base import synchronize
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
 BANK_MAX_SETS = 64
@@ -119,6 +121,11 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     sol, sol_peak = _timed_solution(ctx, workload, fresh, keeper, warnings)
     phase(f"  {workload.uuid}: solution timed")
     _check_audit(ctx, workload, axes, blobs, audit, keeper, tally)
+    if host_recheck.applies(sol):
+        known = len(sol.warnings)
+        host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev)
+        warnings.extend(sol.warnings[known:])
+        check_integrity(ctx)
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
@@ -181,12 +188,46 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
                                None, None, contended)
+        host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms
         perf.reference_timing, perf.reference_peak_memory_bytes = stats, ref_peak
         perf.speedup_factor = perf.reference_latency_ms / perf.latency_ms if perf.latency_ms > 0 else 0.0
     except Exception as exc:
         notes.append(f"reference could not be timed: {exc}")
+
+
+# -- re-checking a host-bound verdict without the profiler (host_recheck) ---------------------------
+
+def _timed_once(ctx: Context, fn: Callable[..., Any], args: list[Any]) -> tuple[Any, float]:
+    """One call from a cold L2 and an idle device; its result and wall ms until the device finished."""
+    ctx.flusher.flush()
+    synchronize(ctx.device)
+    began = time.perf_counter_ns()
+    result = fn(*args)
+    synchronize(ctx.device)
+    return result, (time.perf_counter_ns() - began) / 1e6
+
+
+def _solution_once(ctx: Context, workload: Workload, axes: dict[str, int],
+                   blobs: dict[str, torch.Tensor]) -> host_recheck.CallOnce:
+    def once(k: int) -> tuple[float, str | None]:
+        seed_all(secrets.randbits(63))  # inputs no cache has seen
+        inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
+        pristine = clone_values(inputs)
+        outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True) if ctx.dps else []
+        result, wall = _timed_once(ctx, ctx.solution_fn, inputs + outputs)
+        produced = clone_values(list(outputs) if ctx.dps else normalize_result(ctx, result))  # as it finished
+        check = compare_outputs(ctx, workload.tolerance, produced, reference_call(ctx, pristine, axes))
+        return wall, None if check.status is None else f"call {k}'s outputs were wrong: {check.message}"
+    return once
+
+
+def _reference_once(ctx: Context, bank: list[list[Any]]) -> host_recheck.CallOnce:
+    def once(k: int) -> tuple[float, str | None]:
+        _, wall = _timed_once(ctx, ctx.reference_fn, clone_values(bank[k % len(bank)]))
+        return wall, None
+    return once
 
 
 # -- the audited call -----------------------------------------------------------------------------

@@ -210,7 +210,7 @@ class LatencyChoice:
     warnings: list[str] = field(default_factory=list)
 
 
-def _dominates(host_ms: float, device_ms: float) -> bool:
+def host_dominates(host_ms: float, device_ms: float) -> bool:
     return host_ms > HOST_BOUND_MIN_MS and host_ms > HOST_BOUND_RATIO * device_ms
 
 
@@ -245,9 +245,9 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
     device_times = [h if d is None else d for d, h in zip(device_ms, host_ms)]
     dev_med, wall_med = statistics.median(device_times), statistics.median(host_ms)
     wall_own = max(0.0, wall_med - bracket_ms)
-    if not _dominates(wall_own, dev_med):
+    if not host_dominates(wall_own, dev_med):
         choice.times_ms = device_times
-        if _dominates(wall_med, dev_med):
+        if host_dominates(wall_med, dev_med):
             choice.notes.append(f"host span {wall_med * 1e3:.1f} us, of which the measuring bracket's own "
                                 f"{bracket_ms * 1e3:.1f} us: not host-bound; device span reported")
         return choice
@@ -255,7 +255,7 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
                  f"and > {HOST_BOUND_RATIO:g}x the device span {dev_med * 1e3:.1f} us")
     if contended and spans is not None and spans.cpu_own and not host_functions:
         cpu = max(0.0, statistics.median(spans.cpu_own) - spans.bracket.get("cpu_own", 0.0))
-        if not _dominates(cpu, dev_med):
+        if not host_dominates(cpu, dev_med):
             choice.times_ms = device_times
             choice.warnings.append(f"{wall_text}, but the calling thread spent only {cpu * 1e3:.1f} us of CPU "
                                    f"time in the call on a contended machine: the wait is taken for other "
