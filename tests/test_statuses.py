@@ -134,3 +134,24 @@ def test_dump_failures_reproduces_the_failure(cpu_timing, tmp_path: Path):
     index = tuple(note["worst"]["index"])
     assert a[index] > 1.5 and abs(note["worst"]["solution_value"] - note["worst"]["reference_value"] - 1) < 1e-5
     assert isinstance(note["seed"], int)
+
+
+def test_processes_the_solution_leaves_behind_are_killed_even_in_groups_of_their_own(cpu_timing, tmp_path: Path):
+    """A helper process moved to a process group of its own (as ninja does with every command)
+    escapes a group kill; the whole session of the evaluation child is killed instead."""
+    import os
+
+    pid_file = tmp_path / "helper.pid"
+    helper = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    code = ("import os, subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', {helper!r}], process_group=0)\n"
+            "def run(a, b):\n"
+            f"    for _ in range(200):  # the helper is up before the evaluation can end\n"
+            f"        if os.path.exists({str(pid_file)!r}):\n            break\n        time.sleep(0.05)\n"
+            "    return a + b\n")
+    traces = evaluate(add_definition(), workloads(8), solution(code), LIGHT_CONFIG, timeout_s=60)
+    assert traces[0].evaluation.status.value == "PASSED", traces[0].evaluation.log
+    pid = int(pid_file.read_text())
+    with open(f"/proc/{pid}/stat", "rb") if os.path.exists(f"/proc/{pid}") else open(os.devnull, "rb") as fh:
+        state = fh.read().rsplit(b")", 1)[-1].split()[:1]
+    assert state in ([], [b"Z"]), f"helper {pid} still running: {state}"

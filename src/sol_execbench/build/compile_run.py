@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from sol_execbench.platform.host import use_bytecode_cache
+from sol_execbench.platform.host import kill_session, use_bytecode_cache
 from sol_execbench.schema import EvaluationStatus, Solution
 
 from .base import BuildFailure
@@ -29,38 +27,12 @@ def _request(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: P
             "entry_symbol": solution.spec.entry_symbol}
 
 
-def _live_session_members(sid: int) -> list[int]:
-    """Processes of the session that are not yet zombies (Linux /proc; empty elsewhere)."""
-    members = []
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return members
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
-            members.append(int(pid))
-    return members
-
-
-def _kill_build(proc: subprocess.Popen, *, settle_s: float = 5.0) -> None:
-    """Kill the compile worker and everything it started. The worker leads a session of its own;
-    ninja puts each compiler command in a process group of its own inside that session, so the
-    worker's group alone misses them: every live process of the session is killed, until none is
-    left (bounded), so "the build is over" holds when this returns."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def _kill_build(proc: subprocess.Popen) -> None:
+    """Kill the compile worker and everything it started: the worker leads a session of its own,
+    and ninja puts each compiler command in a process group of its own inside it, so the whole
+    session is killed, and "the build is over" holds when this returns."""
+    kill_session(proc.pid)
     proc.wait()
-    end = time.monotonic() + settle_s
-    while (members := _live_session_members(proc.pid)) and time.monotonic() < end:
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
 
 
 def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path, *,

@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from sol_execbench.platform.host import ProcessInfo, process_table
+
 _PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "subprocess.Popen", "os.system",
                              "os.exec", "pty.spawn"})
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -65,37 +67,10 @@ def thread_cpu_ms(thread: threading.Thread) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
-class ProcessInfo:
-    pid: int
-    ppid: int
-    session: int
-    state: str
-    cpu_ms: float
-
-
-def _processes() -> dict[int, ProcessInfo]:
-    found = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        text = _read(f"/proc/{entry}/stat")
-        if not text:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        found[int(entry)] = ProcessInfo(int(entry), int(fields[1]), int(fields[3]), fields[0],
-                                        (int(fields[11]) + int(fields[12])) * 1000.0 / _CLK_TCK)
-    return found
-
-
 def descendants() -> dict[int, ProcessInfo]:
     """Live processes below this one in the process tree, and, when this process leads its own
     session (a fresh evaluation child), the rest of that session (orphans re-parented to init)."""
-    me, table = os.getpid(), _processes()
+    me, table = os.getpid(), process_table()
     session = os.getsid(0) if os.getsid(0) == me else None
     children: dict[int, list[int]] = {}
     for info in table.values():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.platform.host import use_bytecode_cache
+from sol_execbench.platform.host import kill_session, session_processes, use_bytecode_cache
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
 
@@ -37,15 +37,9 @@ def _session_rss_bytes(session_id: int) -> int:
     """Resident memory of every process in the child's session (the child and what it spawned)."""
     total = 0
     page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in session_processes(session_id):
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            if int(fields[3]) != session_id:  # field 6 of stat: session id
-                continue
-            with open(f"/proc/{entry}/statm") as fh:
+            with open(f"/proc/{pid}/statm") as fh:
                 total += int(fh.read().split()[1]) * page
         except (OSError, IndexError, ValueError):
             continue
@@ -53,10 +47,7 @@ def _session_rss_bytes(session_id: int) -> int:
 
 
 def _kill_session(proc: Any) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_session(proc.pid)
     proc.wait()
 
 
@@ -147,10 +138,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
                 break
         time.sleep(_POLL_S)
     # Processes the child left in its session would hold the pipe open; end them too.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
     run.returncode = proc.returncode
     run.wall_s = time.monotonic() - began

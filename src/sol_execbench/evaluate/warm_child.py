@@ -13,7 +13,6 @@ import json
 import os
 import socket
 import sys
-import time
 
 from . import gpu_quiet, phases
 from .channel import FD_ENV, KEY_ENV

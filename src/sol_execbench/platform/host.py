@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import signal
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR_ENV = "SOL_EXECBENCH_CACHE_DIR"
@@ -58,6 +61,61 @@ def use_bytecode_cache(env: dict[str, str]) -> dict[str, str]:
         env["PYTHONPYCACHEPREFIX"] = prefix
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    session: int
+    state: str  # R, S, D, Z (zombie), X (dead), ...
+    cpu_ms: float  # user + system time so far
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    """Every process /proc shows (Linux; empty elsewhere), read from ``/proc/<pid>/stat``."""
+    found: dict[int, ProcessInfo] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            found[int(entry)] = ProcessInfo(int(entry), int(fields[1]), int(fields[3]), fields[0].decode(),
+                                            (int(fields[11]) + int(fields[12])) * 1000.0 / _CLK_TCK)
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def session_processes(session_id: int) -> list[int]:
+    """Live (not zombie) processes whose session is ``session_id``."""
+    return [p.pid for p in process_table().values() if p.session == session_id and p.state not in ("Z", "X")]
+
+
+def kill_session(session_id: int, settle_s: float = 5.0) -> None:
+    """SIGKILL the process group ``session_id`` and every live process of that session, until none
+    is left (bounded by ``settle_s``). A process may move to a group of its own inside the session
+    (ninja does so for every command it runs), which a group kill misses; only ``setsid`` leaves it."""
+    try:
+        os.killpg(session_id, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    end = time.monotonic() + settle_s
+    while (members := session_processes(session_id)) and time.monotonic() < end:
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
 
 
 def host_loaded() -> bool:
