@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+from sol_execbench.evaluate.phases import split_log  # noqa: E402  (imports no torch)
 CORPUS = REPO / "tests" / "data" / "conformance"
 TIMEOUT_S = 900
 
@@ -54,9 +56,6 @@ def cuda_cpp_solutions(include_duplicates: bool) -> list[Path]:
     return found
 
 
-PHASE_PREFIX = "[sol-execbench phase]"
-
-
 def run_cli(command: list[str], env: dict[str, str], out: Path) -> dict:
     """One CLI run: wall time, per-workload verdicts, and the build record of the traces."""
     began = time.perf_counter()
@@ -66,8 +65,7 @@ def run_cli(command: list[str], env: dict[str, str], out: Path) -> dict:
         stderr = proc.stderr or ""
     except subprocess.TimeoutExpired as exc:
         stderr = f"timed out after {TIMEOUT_S} s: {exc}"
-    phases = [line.split("]", 1)[1].strip() for line in stderr.splitlines() if line.startswith(PHASE_PREFIX)]
-    stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith(PHASE_PREFIX))
+    phases, stderr = split_log(stderr)
     result = {"wall_s": round(time.perf_counter() - began, 3), "verdicts": {}, "build": None,
               "stderr_tail": stderr[-400:]}
     if phases:

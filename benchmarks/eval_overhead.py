@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+from sol_execbench.evaluate.phases import split_log  # noqa: E402  (imports no torch)
 CORPUS = REPO / "tests" / "data" / "conformance"
 SKIP = {"gqa_paged_decode"}  # blobs not shipped
 
@@ -35,17 +37,12 @@ def problems() -> list[tuple[Path, Path]]:
     return found
 
 
-PHASE_PREFIX = "[sol-execbench phase]"
-
-
 def run_cli(command: list[str], env: dict[str, str], out: Path) -> tuple[float, dict[str, str], str, list[str]]:
     """Wall time, per-workload verdicts, the end of stderr, and the child's phase log (--phases)."""
     began = time.perf_counter()
     proc = subprocess.run(command + ["-o", str(out)], env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - began
-    lines = (proc.stderr or "").splitlines()
-    phases = [line.split("]", 1)[1].strip() for line in lines if line.startswith(PHASE_PREFIX)]
-    rest = "\n".join(line for line in lines if not line.startswith(PHASE_PREFIX))
+    phases, rest = split_log(proc.stderr or "")
     return wall, _verdicts(out), rest[-300:], phases
 
 

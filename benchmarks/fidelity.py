@@ -143,19 +143,10 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
                    method=method, cooldown=cooldown)
     # As an evaluation does: a host-bound verdict gets a second look without the profiler (the
     # evaluation also checks each output there; these cases are the harness's own functions).
-    host_recheck.recheck(m, lambda k: (_unprofiled_call_ms(fn, values, flusher), None), device)
+    host_recheck.recheck(m, lambda k: (host_recheck.timed_call(fn, values, flusher, device)[1], None), device)
     stats = m.stats()
     return {"median_ms": stats.median_ms, "method_ran": m.method, "note": m.note, "host_bound": m.host_bound,
             "host_median_ms": stats.host_median_ms, "warnings": m.warnings}
-
-
-def _unprofiled_call_ms(fn: Callable, values: list, flusher: L2Flusher) -> float:
-    flusher.flush()
-    torch.cuda.synchronize()
-    began = time.perf_counter_ns()
-    fn(*values)
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - began) / 1e6
 
 
 def do_bench_median(fn: Callable, values: list) -> float | None:

@@ -17,7 +17,6 @@ import importlib.util
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -25,6 +24,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+from sol_execbench.evaluate.host_recheck import timed_call  # noqa: E402
 from sol_execbench.evaluate.timing import L2Flusher  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 
@@ -38,15 +38,8 @@ def _fidelity_cases():
 
 def host_spans(fn, values, flusher: L2Flusher, calls: int = 50) -> float:
     """Median wall-clock us from a call's start until the device finished it."""
-    spans = []
-    for _ in range(calls):
-        flusher.flush()
-        torch.cuda.synchronize()
-        began = time.perf_counter_ns()
-        fn(*values)
-        torch.cuda.synchronize()
-        spans.append((time.perf_counter_ns() - began) / 1e3)
-    return statistics.median(spans)
+    device = current()
+    return statistics.median(timed_call(fn, values, flusher, device)[1] * 1e3 for _ in range(calls))
 
 
 def measure(fn, values, flusher: L2Flusher) -> dict[str, float]:

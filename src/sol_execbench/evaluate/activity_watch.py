@@ -23,11 +23,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from sol_execbench.platform.host import ProcessInfo, process_table
+from sol_execbench.platform.host import CLK_TCK, ProcessInfo, process_table
 
 _PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "subprocess.Popen", "os.system",
                              "os.exec", "pty.spawn"})
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 THREAD_OUTSIDE_CPU_MIN_MS = 1.0
 AFTERWARDS_SAMPLES = 5  # after the timed calls, solution threads may not keep computing:
 AFTERWARDS_INTERVAL_S = 0.005  # sampled this often, a thread found runnable in most samples is
@@ -63,7 +62,7 @@ def thread_cpu_ms(thread: threading.Thread) -> float | None:
     text = _read(f"/proc/self/task/{thread.native_id}/stat")
     if text:
         fields = text.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) * 1000.0 / _CLK_TCK
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / CLK_TCK
     return None
 
 

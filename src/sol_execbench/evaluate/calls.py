@@ -122,17 +122,14 @@ def solution_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> tuple[
     """One call of the solution; destination outputs come inside guard bands."""
     guarded = None
     try:
-        if ctx.dps and not ctx.guard_outputs:
+        if ctx.dps:
             outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True)
+            if ctx.guard_outputs:
+                guarded = guards.GuardedOutputs(outputs, list(ctx.definition.outputs))
+                outputs = list(guarded.tensors)
             ctx.solution_fn(*args, *outputs)
             sync(ctx.device)
-            return outputs, None
-        if ctx.dps:
-            names = list(ctx.definition.outputs)
-            guarded = guards.GuardedOutputs(allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True), names)
-            ctx.solution_fn(*args, *guarded.tensors)
-            sync(ctx.device)
-            return list(guarded.tensors), guarded
+            return outputs, guarded
         result = ctx.solution_fn(*args)
         sync(ctx.device)
         return normalize_result(ctx, result), None

@@ -45,22 +45,33 @@ def lock_path(device_index: int | None) -> Path:
     return _runtime_dir() / f"gpu-{key}.lock"
 
 
-def hold_shared(device_index: int | None, wait_s: float = SHARED_WAIT_S) -> str | None:
-    """Hold the device's shared lock until this process exits. None, or a warning when a warm-up
-    kept the lock past ``wait_s`` (the evaluation then goes on without it)."""
-    fd = os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _lock(fd: int, kind: int, wait_s: float) -> bool:
+    """flock ``kind`` on ``fd``, polling, for at most ``wait_s``; whether it was granted."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            _held.append(fd)
-            return None
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return True
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                os.close(fd)
-                return (f"a warm evaluation process was still warming up this GPU after {wait_s:g} s; "
-                        "timing went ahead beside it")
+                return False
             time.sleep(0.01)
+
+
+def _open_lock(device_index: int | None) -> int:
+    return os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def hold_shared(device_index: int | None, wait_s: float = SHARED_WAIT_S) -> str | None:
+    """Hold the device's shared lock until this process exits. None, or a warning when a warm-up
+    kept the lock past ``wait_s`` (the evaluation then goes on without it)."""
+    fd = _open_lock(device_index)
+    if _lock(fd, fcntl.LOCK_SH, wait_s):
+        _held.append(fd)
+        return None
+    os.close(fd)
+    return (f"a warm evaluation process was still warming up this GPU after {wait_s:g} s; "
+            "timing went ahead beside it")
 
 
 @contextlib.contextmanager
@@ -69,20 +80,9 @@ def exclusive(device_index: int | None, wait_s: float = EXCLUSIVE_WAIT_S) -> Ite
     it got it. Evaluations that overlap one another (several at once on one GPU) would keep a
     waiting warm-up out for good, since a shared lock is granted while an exclusive one waits; so
     the wait is bounded, and past it the warm-up runs beside them (they already share the GPU)."""
-    fd = os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + wait_s
+    fd = _open_lock(device_index)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    got = False
-                    break
-                time.sleep(0.01)
-        yield got
+        yield _lock(fd, fcntl.LOCK_EX, wait_s)
     finally:
         os.close(fd)  # releases the lock
 
@@ -120,6 +120,6 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True

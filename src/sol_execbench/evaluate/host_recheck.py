@@ -28,6 +28,17 @@ RECHECK_CALLS = 7
 CallOnce = Callable[[int], tuple[float, str | None]]
 
 
+def timed_call(fn: Callable[..., Any], args: list[Any], flusher: Any, device: Any) -> tuple[Any, float]:
+    """One call, no profiler, from a cold L2 (``flusher``: timing.L2Flusher) and an idle device: its
+    result and the wall ms from its start until the device finished."""
+    flusher.flush()
+    synchronize(device)
+    began = time.perf_counter_ns()
+    result = fn(*args)
+    synchronize(device)
+    return result, (time.perf_counter_ns() - began) / 1e6
+
+
 def _bracket_ms(device: Any, calls: int) -> float:
     """The synchronisation around no call: what each re-check span carries besides the call."""
     spans = []

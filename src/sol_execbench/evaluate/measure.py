@@ -33,7 +33,6 @@ from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
 from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, time_calls
-from .timing_methods.base import synchronize
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
 BANK_MAX_SETS = 64
@@ -199,16 +198,6 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
 
 # -- re-checking a host-bound verdict without the profiler (host_recheck) ---------------------------
 
-def _timed_once(ctx: Context, fn: Callable[..., Any], args: list[Any]) -> tuple[Any, float]:
-    """One call from a cold L2 and an idle device; its result and wall ms until the device finished."""
-    ctx.flusher.flush()
-    synchronize(ctx.device)
-    began = time.perf_counter_ns()
-    result = fn(*args)
-    synchronize(ctx.device)
-    return result, (time.perf_counter_ns() - began) / 1e6
-
-
 def _solution_once(ctx: Context, workload: Workload, axes: dict[str, int],
                    blobs: dict[str, torch.Tensor]) -> host_recheck.CallOnce:
     def once(k: int) -> tuple[float, str | None]:
@@ -216,7 +205,7 @@ def _solution_once(ctx: Context, workload: Workload, axes: dict[str, int],
         inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
         pristine = clone_values(inputs)
         outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True) if ctx.dps else []
-        result, wall = _timed_once(ctx, ctx.solution_fn, inputs + outputs)
+        result, wall = host_recheck.timed_call(ctx.solution_fn, inputs + outputs, ctx.flusher, ctx.device)
         produced = clone_values(list(outputs) if ctx.dps else normalize_result(ctx, result))  # as it finished
         check = compare_outputs(ctx, workload.tolerance, produced, reference_call(ctx, pristine, axes))
         return wall, None if check.status is None else f"call {k}'s outputs were wrong: {check.message}"
@@ -225,7 +214,7 @@ def _solution_once(ctx: Context, workload: Workload, axes: dict[str, int],
 
 def _reference_once(ctx: Context, bank: list[list[Any]]) -> host_recheck.CallOnce:
     def once(k: int) -> tuple[float, str | None]:
-        _, wall = _timed_once(ctx, ctx.reference_fn, clone_values(bank[k % len(bank)]))
+        _, wall = host_recheck.timed_call(ctx.reference_fn, clone_values(bank[k % len(bank)]), ctx.flusher, ctx.device)
         return wall, None
     return once
 

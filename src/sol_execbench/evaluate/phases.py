@@ -8,6 +8,7 @@ import sys
 import time
 
 PHASE_LOG_ENV = "SOL_EXECBENCH_PHASE_LOG"
+PREFIX = "[sol-execbench phase]"
 _started = time.perf_counter()
 
 
@@ -19,4 +20,15 @@ def restart_clock() -> None:
 
 def phase(name: str) -> None:
     if os.environ.get(PHASE_LOG_ENV) == "1":
-        print(f"[sol-execbench phase] {time.perf_counter() - _started:8.3f} s  {name}", file=sys.stderr, flush=True)
+        print(f"{PREFIX} {time.perf_counter() - _started:8.3f} s  {name}", file=sys.stderr, flush=True)
+
+
+def split_log(text: str) -> tuple[list[str], str]:
+    """A child's output (with -v) split into its phase lines (prefix removed) and the rest."""
+    phases, rest = [], []
+    for line in text.splitlines():
+        if line.startswith(PREFIX):
+            phases.append(line[len(PREFIX):].strip())
+        else:
+            rest.append(line)
+    return phases, "\n".join(rest)

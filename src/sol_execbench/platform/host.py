@@ -63,7 +63,7 @@ def use_bytecode_cache(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc stat times count in these
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def process_table() -> dict[int, ProcessInfo]:
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
             found[int(entry)] = ProcessInfo(int(entry), int(fields[1]), int(fields[3]), fields[0].decode(),
-                                            (int(fields[11]) + int(fields[12])) * 1000.0 / _CLK_TCK)
+                                            (int(fields[11]) + int(fields[12])) * 1000.0 / CLK_TCK)
         except (OSError, IndexError, ValueError):
             continue
     return found
