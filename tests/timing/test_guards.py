@@ -91,6 +91,12 @@ def test_changed_names_only_changed_tensors():
     assert guards.changed(["a", "b", "k"], before, guards.checksums([a, b, 5])) == ["b"]
 
 
+def _flip_bytes(address: int, count: int) -> None:
+    raw = (ctypes.c_uint8 * count).from_address(address)
+    for i in range(count):
+        raw[i] ^= 0xFF
+
+
 def test_guard_bands_catch_writes_before_and_after_an_output_only():
     plain = [torch.full((100,), float("nan")), torch.zeros(3, 5, dtype=torch.int32)]
     guarded = guards.GuardedOutputs(plain, ["a", "b"])
@@ -99,8 +105,9 @@ def test_guard_bands_catch_writes_before_and_after_an_output_only():
     a.fill_(1.0)
     b.fill_(7)
     assert guarded.violations() == []
-    ctypes.memset(a.data_ptr() + a.numel() * 4, 0x41, 8)
-    ctypes.memset(b.data_ptr() - 4, 0x41, 4)
+    # Flip every bit of the bytes written: the canary is random, so a fixed value would match it by chance.
+    _flip_bytes(a.data_ptr() + a.numel() * 4, 8)
+    _flip_bytes(b.data_ptr() - 4, 4)
     found = guarded.violations()
     assert len(found) == 2 and "output 'a'" in found[0] and "8 after it" in found[0] and "4 byte(s)" in found[1]
 
