@@ -3,18 +3,22 @@
 Readings come from ``platform.clocks`` (NVML / amd-smi ...); this module decides when to read
 (start of the run, before and after each workload's timed calls, under a synthetic load for
 lock verification) and turns readings into the trace's ``ClockRecord`` and warnings.
+
+The time the clocks were power- or thermally-capped between a workload's ``before_timing`` and
+``after_timing`` readings (NVML violation counters; warm-up included) goes into the record as
+``capped_ms`` (per policy) and ``capped_region_ms`` (the host time those readings span), and into a
+warning when it is long enough to move a median.
 """
 
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
 from sol_execbench.platform import DeviceInfo
-from sol_execbench.platform.clocks import (BENIGN_REASONS, ClockReader, ClockReading, expected_locked_clocks,
-                                           lock_problems, other_processes)
+from sol_execbench.platform.clocks import (BENIGN_REASONS, DRAM_CLK_ENV, ClockReader, ClockReading, capped_between,
+                                           expected_locked_clocks, lock_problems, other_processes)
 from sol_execbench.schema import ClockRecord, ClockSample
 
 from .gpu_quiet import idle_pids
@@ -27,6 +31,14 @@ def _others(processes) -> list[int]:
         return found
     idle = idle_pids()
     return [pid for pid in found if pid not in idle]
+
+# Capped time worth a warning: at least this long and this share of the region. NVML updates its
+# counters in coarse steps, and a cap shorter than a few calls cannot move a median of 50.
+CAPPED_WARN_MS = 1.0
+CAPPED_WARN_FRACTION = 0.01
+
+# How an operator locks clocks, for the error message (this harness never does it itself).
+LOCK_HINT = {"cuda": "nvidia-smi -lgc/-lmc", "rocm": "rocm-smi --setperfdeterminism"}
 
 LOAD_BATCHES = 6
 LOAD_MATMULS_PER_BATCH = 16
@@ -52,6 +64,7 @@ class ClockWatch:
                                  partial_reasons=list(start.problems))
         self._others_at_start = _others(start.processes)
         self._per_workload: dict[str, list[tuple[str, ClockReading]]] = {}
+        self._lock_note: str | None = None
 
     @staticmethod
     def _sample(reading: ClockReading, when: str) -> ClockSample:
@@ -70,10 +83,16 @@ class ClockWatch:
         self._base.samples.extend(self._sample(r, "under_load") for r in readings)
         problems = lock_problems(readings, sm, mem)
         self._base.lock_verified = not problems
+        if mem is None and not problems:
+            # Only the SM clock was checked: say so rather than let lock_verified read as the whole lock.
+            self._lock_note = (f"lock_clocks: the SM clock was verified under load but the memory clock was not "
+                               f"(no expected value for '{self.device.name}'; set {DRAM_CLK_ENV} to check it)")
+            if self._lock_note not in self._base.partial_reasons:
+                self._base.partial_reasons.append(self._lock_note)
         if problems:
             return (f"lock_clocks is set but the clocks are not locked at the expected values (from {source}): "
                     f"{'; '.join(problems)}. This run never changes clocks: lock them before evaluating "
-                    "(e.g. nvidia-smi -lgc/-lmc) or unset lock_clocks")
+                    f"(e.g. {LOCK_HINT.get(self.device.vendor, LOCK_HINT['cuda'])}) or unset lock_clocks")
         return None
 
     def _under_load(self) -> list[ClockReading]:
@@ -99,6 +118,26 @@ class ClockWatch:
     def sample(self, uuid: str, when: str) -> None:
         self._per_workload.setdefault(uuid, []).append((when, self.reader.read()))
 
+    def capped(self, uuid: str) -> tuple[dict[str, float | None] | None, float | None, list[str]]:
+        """(ms capped per policy, ms of host time the readings span, odd counters) over this
+        workload's before/after pairs; (None, None, []) without a pair or without any counter."""
+        capped: dict[str, float | None] = {}
+        region_ms, problems, before = 0.0, [], None
+        for when, reading in self._per_workload.get(uuid, []):
+            if when == "before_timing":
+                before = reading
+            elif when == "after_timing" and before is not None:
+                pair, odd = capped_between(before, reading)
+                problems.extend(odd)
+                for policy, ms in pair.items():  # a policy unreadable in any pair is unknown overall
+                    known = capped.get(policy, 0.0)
+                    capped[policy] = known + ms if known is not None and ms is not None else None
+                region_ms += (reading.taken_ns - before.taken_ns) / 1e6
+                before = None
+        if not capped or all(ms is None for ms in capped.values()):
+            return None, None, problems
+        return capped, region_ms, problems
+
     def record_for(self, uuid: str) -> ClockRecord:
         record = self._base.model_copy(deep=True)
         readings = self._per_workload.get(uuid, [])
@@ -108,6 +147,11 @@ class ClockWatch:
             others.update(_others(reading.processes))
             record.partial_reasons.extend(p for p in reading.problems if p not in record.partial_reasons)
         record.other_processes = sorted(others) if others else None
+        capped, region_ms, problems = self.capped(uuid)
+        record.partial_reasons.extend(p for p in problems if p not in record.partial_reasons)
+        if capped is not None:
+            record.capped_ms = {policy: None if ms is None else round(ms, 3) for policy, ms in capped.items()}
+            record.capped_region_ms = round(region_ms, 3)
         return record
 
     def shared(self, uuid: str) -> bool:
@@ -124,4 +168,11 @@ class ClockWatch:
         throttled = sorted({reason for _, r in readings for reason in (r.throttle_reasons or [])} - BENIGN_REASONS)
         if throttled:
             warnings.append(f"clocks were throttled around the timed calls: {', '.join(throttled)}")
+        capped, region_ms, _ = self.capped(uuid)
+        for policy, ms in (capped or {}).items():
+            if ms is not None and ms >= CAPPED_WARN_MS and ms >= CAPPED_WARN_FRACTION * (region_ms or 0.0):
+                warnings.append(f"the GPU was {policy}-capped for {ms:.1f} ms of the {region_ms:.1f} ms around the "
+                                "timed calls (NVML violation counters): timings may be low-clocked")
+        if self._lock_note:
+            warnings.append(self._lock_note)
         return warnings

@@ -5,6 +5,12 @@ optional, imported lazily), else ``nvidia-smi``; AMD through ``amd-smi``, else `
 Every reading is best-effort: what could not be read is named in ``ClockReading.problems``.
 Command-line tools are time-boxed. Parsers take the tools' recorded output, so they are tested
 without a GPU.
+
+Throttling inside a timed region is seen through NVML's cumulative violation counters
+(``nvmlDeviceGetViolationStatus``: nanoseconds the device was held below its clocks by the power
+or the thermal policy since the driver loaded); the difference between two readings is the capped
+time between them. ``nvidia-smi``, ``amd-smi`` and ``rocm-smi`` readings carry no such counter (the
+reading says so in its problems).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -22,13 +29,50 @@ DRAM_CLK_ENV = "SOL_EXECBENCH_DRAM_CLK_MHZ"
 LOCK_TOLERANCE_MHZ = 50
 TOOL_TIMEOUT_S = 5.0
 
-# Locked (SM, memory) clocks per device, matched as a substring of the device name: the values
-# upstream's clock-lock step sets. AMD Instinct parts have no memory-clock lock (None: unchecked).
-LOCK_PRESETS: dict[str, tuple[int, int | None]] = {
-    "NVIDIA B200": (1500, 3996),
-    "NVIDIA H100": (1410, 1593),
-    "NVIDIA A100": (1065, 1215),
+
+
+@dataclass(frozen=True)
+class LockPreset:
+    """The clocks ``lock_clocks`` expects on devices whose name starts with ``name_pattern`` (a regex,
+    case-insensitive). None: no value is known (SM: the env var is required; memory: unverified)."""
+
+    label: str
+    name_pattern: str
+    sm_mhz: int | None
+    mem_mhz: int | None
+
+
+# First match wins, so form factors come before their family. SM values are upstream's clock-lock
+# values; memory values are the part's (only) HBM clock, which differs by form factor and memory
+# generation, so a family-wide value would fail one variant's check. AMD Instinct parts have no
+# preset: their memory clock cannot be locked, and SOL_EXECBENCH_GPU_CLK_MHZ gives the SM clock.
+LOCK_PRESETS: tuple[LockPreset, ...] = (
+    LockPreset("B200", r"NVIDIA B200", 1500, 3996),
+    LockPreset("H100 SXM (HBM3)", r"NVIDIA H100 \d+GB HBM3\b", 1410, 2619),
+    LockPreset("H100 PCIe (HBM2e)", r"NVIDIA H100 PCIe", 1410, 1593),
+    # H100 NVL (94 GB HBM3): its memory clock is not one we could confirm, so it is left unverified.
+    LockPreset("H100 NVL", r"NVIDIA H100 NVL", 1410, None),
+    LockPreset("H100 (other form factor)", r"NVIDIA H100\b", 1410, None),
+    # H200 NVL has a lower SM clock ceiling than the SXM part; no value is known to us.
+    LockPreset("H200 NVL", r"NVIDIA H200 NVL", None, None),
+    # H200 SXM (HBM3e): not in upstream's table nor the configuration reference. 1980 MHz is the
+    # part's maximum SM clock and 3201 MHz its HBM3e clock as nvidia-smi reports them; neither was
+    # confirmed on a device here. Set SOL_EXECBENCH_GPU_CLK_MHZ / _DRAM_CLK_MHZ to override.
+    LockPreset("H200 SXM (HBM3e)", r"NVIDIA H200\b", 1980, 3201),
+    LockPreset("A100 SXM 80GB (HBM2e)", r"NVIDIA A100-SXM4-80GB", 1065, 1593),
+    LockPreset("A100 PCIe 80GB (HBM2e)", r"NVIDIA A100 80GB PCIe", 1065, 1512),
+    LockPreset("A100 40GB (HBM2)", r"NVIDIA A100-(SXM4|PCIE)-40GB", 1065, 1215),
+    LockPreset("A100 (other form factor)", r"NVIDIA A100\b", 1065, None),
+)
+
+# NVML perf policies whose violation counters say the clocks were capped (nvmlPerfPolicyType_t;
+# the numbers are nvml.h's, used when pynvml lacks the constant).
+VIOLATION_POLICIES: dict[str, tuple[str, int]] = {
+    "power": ("NVML_PERF_POLICY_POWER", 0),
+    "thermal": ("NVML_PERF_POLICY_THERMAL", 1),
 }
+# Why other-process warnings can be missing: appended to a process-list problem.
+NO_PROCESS_CHECK = "the other-processes check did not run"
 
 # nvmlClocksEventReasons bits (nvml.h; formerly nvmlClocksThrottleReasons).
 NVML_REASON_BITS: dict[int, str] = {
@@ -50,6 +94,10 @@ class ClockReading:
     power_w: float | None = None
     power_state: str | None = None
     processes: list[int] | None = None
+    capped_ns: dict[str, int | None] | None = None
+    """Cumulative ns capped by each VIOLATION_POLICIES policy (NVML counters); None: not read at all."""
+    taken_ns: int = field(default_factory=time.monotonic_ns)
+    """Host monotonic time of the reading (elapsed time between readings, independent of NVML)."""
     problems: list[str] = field(default_factory=list)
 
     def sample_fields(self) -> dict[str, Any]:
@@ -75,15 +123,26 @@ def run_tool(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> str | None:
 
 # -- expected locked clocks ----------------------------------------------------------------------
 
+def find_lock_preset(device_name: str) -> LockPreset | None:
+    name = device_name.strip()
+    return next((p for p in LOCK_PRESETS if re.match(p.name_pattern, name, re.IGNORECASE)), None)
+
+
 def expected_locked_clocks(device_name: str, environ: dict[str, str] | None = None) -> tuple[int | None, int | None, str]:
-    """(SM MHz, memory MHz, where they came from): the env overrides, else the device's preset."""
+    """(SM MHz, memory MHz, where they came from): each env override, else the device's preset."""
     env = os.environ if environ is None else environ
-    preset = next((v for k, v in LOCK_PRESETS.items() if k in device_name), None)
+    preset = find_lock_preset(device_name)
     gpu_text, dram_text = env.get(GPU_CLK_ENV, "").strip(), env.get(DRAM_CLK_ENV, "").strip()
-    sm = int(gpu_text) if gpu_text.isdigit() else (preset[0] if preset else None)
-    mem = int(dram_text) if dram_text.isdigit() else (preset[1] if preset else None)
-    source = GPU_CLK_ENV if gpu_text.isdigit() else (f"the '{device_name}' preset" if preset else "nothing")
-    return sm, mem, source
+    from_preset = f"the {preset.label} preset for '{device_name}'" if preset else None
+    sm = int(gpu_text) if gpu_text.isdigit() else (preset.sm_mhz if preset else None)
+    mem = int(dram_text) if dram_text.isdigit() else (preset.mem_mhz if preset else None)
+    sm_from = GPU_CLK_ENV if gpu_text.isdigit() else (from_preset if sm is not None else None)
+    mem_from = DRAM_CLK_ENV if dram_text.isdigit() else (from_preset if mem is not None else None)
+    if sm_from is None and mem_from is None:
+        return sm, mem, "nothing"
+    if sm_from == mem_from or mem_from is None:
+        return sm, mem, str(sm_from)
+    return sm, mem, f"SM: {sm_from or 'nothing'}; memory: {mem_from}"
 
 
 def lock_problems(readings: list[ClockReading], expected_sm: int, expected_mem: int | None,
@@ -115,6 +174,23 @@ def other_processes(pids: list[int] | None, own_pid: int) -> list[int]:
     if own_pid in pids:
         return sorted(p for p in pids if p != own_pid)
     return sorted(pids) if len(pids) > 1 else []
+
+
+def capped_between(before: ClockReading, after: ClockReading) -> tuple[dict[str, float | None], list[str]]:
+    """Milliseconds each policy capped the clocks between two readings (None where a counter is
+    missing from either: the readings' problems say why), and what was odd about the counters."""
+    capped: dict[str, float | None] = {}
+    problems = []
+    for policy in VIOLATION_POLICIES:
+        first, last = (before.capped_ns or {}).get(policy), (after.capped_ns or {}).get(policy)
+        if first is None or last is None:
+            capped[policy] = None
+        elif last < first:  # a driver reload resets the counters
+            capped[policy] = None
+            problems.append(f"{policy} violation counter went backwards ({first} -> {last} ns)")
+        else:
+            capped[policy] = (last - first) / 1e6
+    return capped, problems
 
 
 # -- NVIDIA ------------------------------------------------------------------------------------
@@ -159,9 +235,22 @@ def read_nvml(index: int | None, uuid: str | None, nvml: Any = None) -> ClockRea
     reading.power_w = milliwatts / 1000.0 if milliwatts is not None else None
     pstate = _nvml_field(reading, "performance state", lambda: nvml.nvmlDeviceGetPerformanceState(handle))
     reading.power_state = f"P{pstate}" if pstate is not None else None
-    procs = _nvml_field(reading, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+    procs = _nvml_field(reading, f"processes ({NO_PROCESS_CHECK})",
+                        lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle))
     reading.processes = sorted({int(p.pid) for p in procs}) if procs is not None else None
+    reading.capped_ns = _nvml_violation_counters(nvml, handle, reading)
     return reading
+
+
+def _nvml_violation_counters(nvml: Any, handle: Any, reading: ClockReading) -> dict[str, int | None]:
+    counters: dict[str, int | None] = {}
+    for policy, (constant, fallback) in VIOLATION_POLICIES.items():
+        kind = getattr(nvml, constant, fallback)
+        status = _nvml_field(reading, f"{policy} violation time",
+                             lambda kind=kind: nvml.nvmlDeviceGetViolationStatus(handle, kind))
+        # violationTime is in ns (nvml.h); referenceTime is a CPU timestamp in us and is not needed.
+        counters[policy] = int(status.violationTime) if status is not None else None
+    return counters
 
 
 def parse_nvidia_smi_csv(text: str) -> ClockReading:
@@ -182,12 +271,47 @@ def parse_nvidia_smi_csv(text: str) -> ClockReading:
     return reading
 
 
-def read_nvidia_smi(index: int | None) -> ClockReading:
+def parse_nvidia_smi_compute_apps(text: str) -> tuple[list[int], list[str]]:
+    """``nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits``: the pids,
+    and lines that name no pid. No process is empty output or a "No running processes found" line;
+    ``[N/A]`` memory (MIG, some containers) is fine, since only the pid is used."""
+    pids, problems = set(), []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.lower().startswith("no running processes"):
+            continue
+        pid = line.split(",")[0].strip()
+        if pid.isdigit():
+            pids.add(int(pid))
+        else:
+            problems.append(f"processes: nvidia-smi listed a process without a pid: {line[:60]!r}")
+    return sorted(pids), problems
+
+
+def nvidia_smi_target(index: int | None, uuid: str | None) -> str:
+    """What ``nvidia-smi -i`` takes: the GPU's UUID where known (the index is the host's numbering,
+    which differs from torch's under CUDA_VISIBLE_DEVICES), else the index."""
+    if uuid and not uuid.startswith("MIG-"):
+        return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    return str(index or 0)
+
+
+def read_nvidia_smi(index: int | None, uuid: str | None = None) -> ClockReading:
+    target = nvidia_smi_target(index, uuid)
     fields = "clocks.sm,clocks.mem,clocks_event_reasons.active,temperature.gpu,power.draw,pstate"
-    text = run_tool(["nvidia-smi", "-i", str(index or 0), f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
+    text = run_tool(["nvidia-smi", "-i", target, f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
     if text is None:
-        return ClockReading("nvidia-smi", problems=["nvidia-smi unavailable or failed"])
-    return parse_nvidia_smi_csv(text)
+        return ClockReading("nvidia-smi", problems=["nvidia-smi unavailable or failed",
+                                                    f"processes: not read ({NO_PROCESS_CHECK})"])
+    reading = parse_nvidia_smi_csv(text)
+    apps = run_tool(["nvidia-smi", "-i", target, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
+    if apps is None:
+        reading.problems.append(f"processes: nvidia-smi --query-compute-apps failed ({NO_PROCESS_CHECK})")
+    else:
+        reading.processes, problems = parse_nvidia_smi_compute_apps(apps)
+        reading.problems.extend(problems)
+    reading.problems.append("power/thermal capped time: not measured (needs NVML's violation counters)")
+    return reading
 
 
 # -- AMD ---------------------------------------------------------------------------------------
@@ -268,21 +392,37 @@ def _pids_in(node: Any) -> set[int]:
     return set()
 
 
+def parse_amd_smi_process(text: str | None) -> tuple[list[int] | None, list[str]]:
+    """``amd-smi process -g N --json``: every ``pid`` in it (an idle GPU lists a "No running
+    processes detected" string instead of process entries)."""
+    if not text or not text.strip():
+        return None, [f"processes: amd-smi process failed or printed nothing ({NO_PROCESS_CHECK})"]
+    try:
+        return sorted(_pids_in(json.loads(text))), []
+    except ValueError:
+        return None, [f"processes: amd-smi process output unreadable ({NO_PROCESS_CHECK})"]
+
+
+# amd-smi's throttle/violation metrics differ between ROCm releases in names and units, so they are
+# not parsed: on AMD the capped time inside a timed region is not measured, and the trace says so.
+AMD_NO_CAPPED_TIME = "power/thermal capped time: not measured on AMD (amd-smi's violation counters are not parsed)"
+
+
 def read_amd(index: int | None) -> ClockReading:
     gpu = str(index or 0)
     text = run_tool(["amd-smi", "metric", "-g", gpu, "--json"])
     if text is not None:
         reading = parse_amd_smi_metric(text, index or 0)
-        procs = run_tool(["amd-smi", "process", "-g", gpu, "--json"])
-        try:
-            reading.processes = sorted(_pids_in(json.loads(procs))) if procs else None
-        except ValueError:
-            reading.problems.append("amd-smi process output unreadable")
+        reading.processes, problems = parse_amd_smi_process(run_tool(["amd-smi", "process", "-g", gpu, "--json"]))
+        reading.problems.extend(problems + [AMD_NO_CAPPED_TIME])
         return reading
     text = run_tool(["rocm-smi", "-d", gpu, "--showclocks", "--showtemp", "--showpower", "--showperflevel", "--json"])
     if text is not None:
-        return parse_rocm_smi(text)
-    return ClockReading("none", problems=["neither amd-smi nor rocm-smi answered"])
+        reading = parse_rocm_smi(text)
+        # rocm-smi --showpids lists every GPU's processes without saying which GPU: not usable here.
+        reading.problems.extend([f"processes: not read through rocm-smi ({NO_PROCESS_CHECK})", AMD_NO_CAPPED_TIME])
+        return reading
+    return ClockReading("none", problems=["neither amd-smi nor rocm-smi answered", f"processes: not read ({NO_PROCESS_CHECK})"])
 
 
 class ClockReader:
@@ -303,9 +443,9 @@ class ClockReader:
                 if reading.sm_mhz is not None:
                     return reading
                 self._use_smi = True
-                fallback = read_nvidia_smi(self.index)
+                fallback = read_nvidia_smi(self.index, self.uuid)
                 fallback.problems = reading.problems + fallback.problems
                 return fallback
-            return read_nvidia_smi(self.index)
+            return read_nvidia_smi(self.index, self.uuid)
         except Exception as exc:  # noqa: BLE001  (a probe never ends an evaluation)
-            return ClockReading("none", problems=[f"clock reading failed: {exc!r}"])
+            return ClockReading("none", problems=[f"clock reading failed: {exc!r}", f"processes: not read ({NO_PROCESS_CHECK})"])

@@ -140,6 +140,11 @@ class ClockRecord(SchemaModel):
     """lock_clocks only: clocks under load sat within tolerance of the expected values."""
     other_processes: Optional[list[int]] = None
     """Other processes the driver reports on this GPU (host pid numbering)."""
+    capped_ms: Optional[dict[str, Optional[float]]] = None
+    """Milliseconds the power and thermal policies held the clocks down between the before_timing and
+    after_timing readings (NVML violation counters, warm-up included); null where not measured."""
+    capped_region_ms: Optional[float] = None
+    """Host milliseconds between those two readings."""
     partial_reasons: list[str] = Field(default_factory=list)
     """What could not be read, and why."""
 
