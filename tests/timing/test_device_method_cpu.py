@@ -56,7 +56,7 @@ def _with_kernels(kernel_ns: int, calls_without_kernels: tuple[int, ...] = ()):
 def _time(fake_gpu, fn, keeper=None):
     bank = [[torch.full((64,), float(k)), torch.ones(64)] for k in range(3)]
     return time_calls(fn, FreshArgs(bank, slots=12), warmup=2, iterations=6, device=fake_gpu,
-                      flusher=L2Flusher(fake_gpu), method="device", keeper=keeper)
+                      flusher=L2Flusher(fake_gpu), method="device", keepers=[keeper] if keeper else None)
 
 
 def test_device_spans_come_from_the_records_of_each_call(fake_gpu, monkeypatch):

@@ -43,7 +43,7 @@ def _time(fn, values, gpu, method="device", iterations=20, warmup=3, keeper=None
 
     fresh = FreshArgs([values], slots=warmup + iterations + 1)
     return time_calls(fn, fresh, warmup=warmup, iterations=iterations, device=gpu, flusher=L2Flusher(gpu),
-                      method=method, keeper=keeper)
+                      method=method, keepers=[keeper] if keeper else None)
 
 
 def _vectors(n=1 << 12):
@@ -183,7 +183,7 @@ def test_audited_call_keeps_its_output_under_every_method(gpu):
         fresh.substitute(5, special)
         keeper = CallKeeper(5)
         time_calls(lambda x, y: x + y, fresh, warmup=3, iterations=10, device=gpu, flusher=L2Flusher(gpu),
-                   method=method, keeper=keeper)
+                   method=method, keepers=[keeper])
         assert torch.equal(keeper.kept, torch.full((4096,), 5.0, device="cuda")), method
 
 

@@ -64,12 +64,24 @@ def test_strided_and_negative_stride_inputs_keep_their_layout():
     assert torch.equal(b, base.flip(0))
 
 
-def test_persistent_sets_are_separate_allocations_with_the_substitute():
+def test_persistent_sets_are_separate_allocations_with_the_substitutes_first():
     fresh = FreshArgs(_bank(2), slots=6)
     fresh.substitute(5, [torch.full((100,), 9.0), torch.zeros(100), 7])
-    sets, audit_at = fresh.persistent_sets(4)
-    assert audit_at == 1 and float(sets[1][0][0]) == 9.0
+    fresh.substitute(2, [torch.full((100,), 8.0), torch.zeros(100), 7])
+    sets, sources = fresh.persistent_sets(4)
+    assert sources == [2, 5, None, None] and [float(s[0][0]) for s in sets] == [8.0, 9.0, 0.0, 1.0]
     assert len({s[0].data_ptr() for s in sets}) == 4
+
+
+def test_several_substitutes_and_tensors_passed_as_they_are():
+    fresh = FreshArgs(_bank(2), slots=8)
+    own = torch.full((100,), 3.0)
+    assert fresh.substitute(1, [torch.full((100,), 42.0), own, 7], as_is=frozenset({1}))
+    assert fresh.substitute(4, [torch.full((100,), 43.0), torch.zeros(100), 7])
+    calls = [fresh() for _ in range(6)]
+    assert [float(c[0][0]) for c in calls] == [0.0, 42.0, 0.0, 1.0, 43.0, 1.0]
+    assert calls[1][1] is own and calls[4][1].data_ptr() != torch.zeros(1).data_ptr()
+    assert fresh.substituted_calls == [1, 4]
 
 
 @pytest.mark.parametrize("requested,expected,noted", [("auto", "cpu", False), ("cpu", "cpu", False),
@@ -193,8 +205,9 @@ def test_cpu_timing_runs_and_keeps_the_audited_call(cpu_device):
     fresh = FreshArgs(_bank(2), slots=8)
     fresh.substitute(3, [torch.full((100,), 5.0), torch.ones(100), 7])
     keeper = CallKeeper(3)
-    m = time_calls(fn, fresh, warmup=2, iterations=3, device=cpu_device, flusher=L2Flusher(cpu_device), keeper=keeper)
-    assert m.method == "cpu" and len(m.times_ms) == 3 and m.input_sets == 2
+    m = time_calls(fn, fresh, warmup=2, iterations=3, device=cpu_device, flusher=L2Flusher(cpu_device),
+                   keepers=[keeper])
+    assert m.method == "cpu" and len(m.times_ms) == 3 and m.input_sets == 2 and m.call_indices == [2, 3, 4]
     assert seen == [0.0, 1.0, 0.0, 5.0, 0.0]
     assert torch.equal(keeper.kept, torch.full((100,), 6.0))
     stats = m.stats()

@@ -3,11 +3,17 @@
 - Input bank: the timed calls rotate over several distinct input sets (deterministic seeds, as
   many as memory and a time budget allow), so a cache keyed by content misses; FreshArgs also
   gives every call a new address, so a cache keyed by pointer misses.
-- Audit: one timed call, at a position drawn from the OS's random source, gets a further input
-  set made from a secret seed. Its outputs are kept and checked against the reference after
-  timing. A mismatch is REWARD_HACK when the solution behaves differently when timed (it now
-  fails inputs it passed in the correctness rounds, or passes the audited inputs when re-run
-  untimed); otherwise it is INCORRECT_NUMERICAL (wrong on some inputs).
+- Audit: a few timed calls (AUDITED_CALLS), at positions drawn from the OS's random source, get
+  input sets of their own with contents no other call has: made from a secret seed, or, where no
+  input varies with the seed (blobs and scalars only), the workload's inputs with their floats
+  scaled down by a power of two (a different one per set). Their outputs are kept and checked against the reference after timing, destination
+  outputs inside guard bands. A mismatch is REWARD_HACK when the solution behaves differently
+  when timed (it now fails inputs it passed in the correctness rounds, or passes the audited
+  inputs when re-run untimed), or when on scaled inputs it returned the answer to the workload's
+  own; otherwise it is INCORRECT_NUMERICAL (wrong on some inputs), or, on scaled inputs (which
+  the workload never asked about), a warning.
+- Content caches: where the timed calls repeat input contents (a bank smaller than the calls),
+  audited calls much slower than the rest mean the solution is fast only on contents it has seen.
 - Threads, processes and device work launched outside the calls (activity_watch and the device
   method's records) are REWARD_HACK.
 """
@@ -15,7 +21,9 @@
 from __future__ import annotations
 
 import os
+import random
 import secrets
+import statistics
 import time
 import traceback
 from dataclasses import dataclass
@@ -26,7 +34,7 @@ import torch
 from sol_execbench.platform.host import host_loaded
 from sol_execbench.schema import CustomInput, EvaluationStatus as S, Performance, RandomInput, Workload
 
-from . import host_recheck
+from . import guards, host_recheck
 from .calls import (Context, Verdict, check_integrity, clone_values, compare_outputs, normalize_result,
                     output_problems, reference_call, round_seed, solution_call)
 from .correctness import RoundTally
@@ -40,6 +48,14 @@ BANK_TIME_BUDGET_S = 1.0
 BANK_MEMORY_FRACTION = 0.2  # of free device memory (GPU), or of BANK_CPU_BYTES on the CPU
 BANK_CPU_BYTES = 512 * 2**20
 _BANK_SEED_OFFSET = 1_000_000  # bank seeds never coincide with correctness-round seeds
+AUDITED_CALLS = 3
+AUDIT_MEMORY_FRACTION = 0.1  # of free device memory (GPU), or of BANK_CPU_BYTES on the CPU, for the audit sets
+# A content cache is called when every audited call is this much slower than the median of the
+# others, and by more than the floor: device spans are steady to a few microseconds, host spans
+# on a busy virtual machine varied by 100 us and more.
+CACHE_RATIO = 2.0
+CACHE_FLOOR_DEVICE_MS = 0.01
+CACHE_FLOOR_HOST_MS = 0.1
 
 
 def _tensor_bytes(values: list[Any]) -> int:
@@ -75,27 +91,104 @@ def input_bank(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
     return bank
 
 
+def same_contents(a: list[Any], b: list[Any]) -> bool:
+    """Whether two input sets hold the same values (tensors equal element for element, scalars equal)."""
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return len(a) == len(b)
+
+
+def distinct_contents(bank: list[list[Any]]) -> int:
+    """How many distinct input sets the bank holds: all of them, or one where a second seed gave
+    the same contents as the first (a custom generator that ignores the seed)."""
+    return 1 if len(bank) > 1 and same_contents(bank[0], bank[1]) else len(bank)
+
+
+def scaled_down(value: Any, exponent: int) -> tuple[Any, bool]:
+    """A floating-point tensor times 2**-exponent, and whether any value changed. Scaling by a
+    power of two is exact (subnormals aside) and moves toward zero: zeros, signs, infinities, NaN
+    and the order of the values stay, and a float that holds an index or a length stays in range."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
+        return value, False
+    wide = value.float()
+    if not bool(((wide != 0) & torch.isfinite(wide)).any()):
+        return value, False
+    return (wide * 2.0 ** -exponent).to(value.dtype), True
+
+
 @dataclass
 class AuditSet:
-    """A secret input set for one timed call, and a private copy for the reference."""
+    """Inputs of one audited timed call, a private copy for the reference, its destination
+    outputs (inside guard bands where guarded) and the keeper of its results."""
 
     values: list[Any]
     pristine: list[Any]
+    distinct: bool  # its contents differ from every bank set's and every other audit set's
+    scaled: bool  # the workload's inputs do not vary with the seed: these are its floats scaled down
+    outputs: list[Any]
+    guarded: guards.GuardedOutputs | None = None
+    keeper: CallKeeper | None = None
 
     @classmethod
-    def make(cls, ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]) -> "AuditSet":
+    def make(cls, ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+             bank_first: list[Any], ordinal: int) -> "AuditSet":
+        """``ordinal``: this audit set's place among the workload's; where the inputs do not vary with
+        the seed, the k-th set has its floats scaled by 2**-(k+1), so no two sets are alike."""
         seed_all(secrets.randbits(63))
         values = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
-        return cls(values, clone_values(values))
+        distinct = not same_contents(values, bank_first)
+        was_scaled = False
+        if not distinct:  # blobs and scalars only, or a custom generator that ignores the seed
+            scaled = [scaled_down(v, ordinal + 1) for v in values]
+            values = [v for v, _ in scaled]
+            distinct = was_scaled = any(changed for _, changed in scaled)
+        outputs, guarded = [], None
+        if ctx.dps:
+            outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False)
+            if ctx.guard_outputs:
+                guarded = guards.GuardedOutputs(outputs, list(ctx.definition.outputs))
+                outputs = list(guarded.tensors)
+        return cls(values, clone_values(values), distinct, was_scaled, outputs, guarded)
 
 
-def _keeper_for(ctx: Context, fresh: FreshArgs, audit: AuditSet, dps_zeros: list[Any]) -> CallKeeper | None:
+def _audit_count(ctx: Context, first: list[Any]) -> int:
+    """As many audited calls as AUDITED_CALLS, the timed calls and memory allow (at least one):
+    each holds two copies of an input set."""
+    want = min(AUDITED_CALLS, ctx.config.iterations)
+    if ctx.device.is_gpu:
+        free, _ = torch.cuda.mem_get_info(ctx.device.torch_device)
+        budget = int(free * AUDIT_MEMORY_FRACTION)
+    else:
+        budget = int(BANK_CPU_BYTES * AUDIT_MEMORY_FRACTION)
+    return max(1, min(want, budget // max(1, 2 * _tensor_bytes(first))))
+
+
+def _plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+                 fresh: FreshArgs, first: list[Any], warnings: list[str]) -> list[AuditSet]:
+    """Audit sets at distinct secret positions among the timed calls, substituted into ``fresh``."""
     cfg = ctx.config
-    call_index = cfg.warmup_runs + secrets.randbelow(cfg.iterations)
-    if not fresh.substitute(call_index, audit.values + dps_zeros):
-        ctx.warnings.append("the audited timed call was skipped: a fresh input set did not match the first's layout")
-        return None
-    return CallKeeper(call_index, dps_outputs=len(dps_zeros))
+    count = _audit_count(ctx, first)
+    positions = random.SystemRandom().sample(range(cfg.iterations), count)
+    audits = []
+    for ordinal, position in enumerate(positions):
+        audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal)
+        call_index = cfg.warmup_runs + position
+        outputs_at = frozenset(range(len(audit.values), len(audit.values) + len(audit.outputs)))
+        if not fresh.substitute(call_index, audit.values + audit.outputs, as_is=outputs_at):
+            warnings.append("an audited timed call was skipped: its input set did not match the first's layout")
+            continue
+        audit.keeper = CallKeeper(call_index, dps_outputs=len(audit.outputs))
+        audit.keeper.inspect = lambda args, result: _inspect_audited(ctx, args, result)
+        audits.append(audit)
+    if audits and not any(a.distinct for a in audits):
+        warnings.append("the audited timed calls had the same input contents as the others (no input varies "
+                        "with the seed and none is floating point): a cache keyed by input contents could not "
+                        "be looked for")
+    return audits
 
 
 def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], inputs: list[Any],
@@ -112,14 +205,14 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     bank = input_bank(ctx, workload, blobs, inputs)
     phase(f"  {workload.uuid}: input bank of {len(bank)} set(s)")
     dps_zeros = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
-    audit = AuditSet.make(ctx, workload, blobs)
     fresh = FreshArgs([values + dps_zeros for values in bank], slots=cfg.warmup_runs + cfg.iterations + 1)
-    keeper = _keeper_for(ctx, fresh, audit, dps_zeros)
-    if keeper is not None:
-        keeper.inspect = lambda args, result: _inspect_audited(ctx, args, result)
-    sol, sol_peak = _timed_solution(ctx, workload, fresh, keeper, warnings)
+    audits = _plan_audits(ctx, workload, blobs, axes, fresh, bank[0], warnings)
+    sol, sol_peak = _timed_solution(ctx, workload, fresh, [a.keeper for a in audits if a.keeper], warnings)
     phase(f"  {workload.uuid}: solution timed")
-    _check_audit(ctx, workload, axes, blobs, audit, keeper, tally)
+    for audit in audits:
+        _check_audit(ctx, workload, axes, blobs, audit, tally, bank[0], warnings)
+    _check_content_cache(sol, audits, distinct_sets=min(fresh.input_sets, distinct_contents(bank)),
+                         calls=cfg.warmup_runs + cfg.iterations)
     if host_recheck.applies(sol):
         known = len(sol.warnings)
         host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev)
@@ -139,14 +232,14 @@ def _contended(ctx: Context, workload: Workload) -> bool:
     return (ctx.clocks is not None and ctx.clocks.shared(workload.uuid)) or host_loaded()
 
 
-def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: CallKeeper | None,
+def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keepers: list[CallKeeper],
                     warnings: list[str]) -> tuple[Measurement, int | None]:
     check_integrity(ctx)
     if ctx.clocks is not None:  # before the watch begins: the reading may run nvidia-smi or amd-smi
         ctx.clocks.sample(workload.uuid, "before_timing")
     region = ctx.watch.begin() if ctx.watch is not None else None
     try:
-        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keeper, region, _contended(ctx, workload))
+        sol, peak = _timed(ctx, ctx.solution_fn, fresh, keepers, region, _contended(ctx, workload))
     except SystemExit as exc:
         raise Verdict(S.REWARD_HACK, f"the solution called sys.exit({exc.code!r}) during a timed call") from exc
     except Exception as exc:
@@ -164,7 +257,7 @@ def _timed_solution(ctx: Context, workload: Workload, fresh: FreshArgs, keeper: 
     return sol, peak
 
 
-def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallKeeper | None,
+def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keepers: list[CallKeeper],
            region: Any, contended: bool) -> tuple[Measurement, int | None]:
     """Time ``fn``; also the peak device memory it allocated beyond its arguments."""
     dev, cfg = ctx.device, ctx.config
@@ -174,7 +267,7 @@ def _timed(ctx: Context, fn: Callable[..., Any], fresh: FreshArgs, keeper: CallK
         torch.cuda.reset_peak_memory_stats(dev.torch_device)
         baseline = torch.cuda.memory_allocated(dev.torch_device)
     m = time_calls(fn, fresh, warmup=cfg.warmup_runs, iterations=cfg.iterations, device=dev, flusher=ctx.flusher,
-                   method=cfg.timing.method, keeper=keeper, region=region, contended=contended,
+                   method=cfg.timing.method, keepers=keepers, region=region, contended=contended,
                    cooldown=cfg.timing.cooldown)
     peak = None
     if dev.is_gpu and baseline is not None:
@@ -186,7 +279,7 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
     cfg = ctx.config
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
-                               None, None, contended)
+                               [], None, contended)
         host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms
@@ -233,31 +326,82 @@ def _inspect_audited(ctx: Context, args: list[Any], result: Any) -> list[str]:
 
 
 def _check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: dict[str, torch.Tensor],
-                 audit: AuditSet, keeper: CallKeeper | None, tally: RoundTally) -> None:
+                 audit: AuditSet, tally: RoundTally, original: list[Any], warnings: list[str]) -> None:
+    """``original``: the workload's own inputs (bank set 0), which a scaled audit set was made from."""
+    keeper = audit.keeper
     if keeper is None or keeper.kept is None:
         return
+    where = f"audited timed call (call {keeper.call_index - ctx.config.warmup_runs} of {ctx.config.iterations})"
     if keeper.problems:
-        raise Verdict(S.REWARD_HACK, f"audited timed call: {'; '.join(keeper.problems)}")
+        raise Verdict(S.REWARD_HACK, f"{where}: {'; '.join(keeper.problems)}")
+    if audit.guarded is not None and (violations := audit.guarded.violations()):
+        raise Verdict(S.REWARD_HACK, f"{where}: out-of-bounds write: {'; '.join(violations)}")
     try:
         sol_out = list(keeper.kept) if ctx.dps else normalize_result(ctx, keeper.kept)
     except Exception as exc:  # noqa: BLE001
-        raise Verdict(S.REWARD_HACK, f"the audited timed call returned an unusable result: {exc}") from exc
-    ref_out = reference_call(ctx, audit.pristine, axes)
+        raise Verdict(S.REWARD_HACK, f"{where}: the call returned an unusable result: {exc}") from exc
+    try:
+        ref_out = reference_call(ctx, audit.pristine, axes)
+    except Verdict as v:
+        if not audit.scaled:
+            raise
+        warnings.append(f"{where}: not checked: the reference failed on the workload's inputs scaled down "
+                        f"({v.message.splitlines()[0]})")
+        return
     check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
     if check.status is None:
         return
-    where = f"audited timed call (call {keeper.call_index - ctx.config.warmup_runs} of {ctx.config.iterations})"
     if not _correct_untimed(ctx, workload, axes, _round_zero_inputs(ctx, workload, blobs)):
         raise Verdict(S.REWARD_HACK, f"{where}: {check.message}; re-run after timing, the solution now fails inputs it "
                                      "passed in the correctness rounds: it stops computing once timed")
     if _correct_untimed(ctx, workload, axes, clone_values(audit.values)):
         raise Verdict(S.REWARD_HACK, f"{where}: {check.message}; the same inputs pass when re-run untimed: the "
                                      "solution computes differently when timed")
+    if audit.scaled:
+        _judge_scaled_audit(ctx, workload, axes, sol_out, ref_out, original, where, check.message, warnings)
+        return
     for name, comp in check.comparisons:
         tally.add(name, comp)
     correctness = tally.result() if check.status is S.INCORRECT_NUMERICAL else None
     raise Verdict(check.status, f"{where}: {check.message} (fresh inputs; wrong again when re-run untimed)",
                   correctness)
+
+
+def _judge_scaled_audit(ctx: Context, workload: Workload, axes: dict[str, int], sol_out: list[Any],
+                        ref_scaled: list[Any], original: list[Any], where: str, mismatch: str,
+                        warnings: list[str]) -> None:
+    """A solution wrong on scaled-down inputs, timed and untimed. Returning the answer to the
+    workload's own inputs (where the two answers differ) is a stale answer: REWARD_HACK. Otherwise
+    the scaled inputs, which the workload never asked about, may break an assumption the solution
+    is entitled to (its own inputs passed): a warning, not a verdict."""
+    ref_original = reference_call(ctx, clone_values(original), axes)
+    answers_differ = compare_outputs(ctx, workload.tolerance, ref_scaled, ref_original).status is not None
+    if answers_differ and compare_outputs(ctx, workload.tolerance, sol_out, ref_original).status is None:
+        raise Verdict(S.REWARD_HACK, f"{where}: on the workload's inputs with their floats scaled down it returned "
+                                     "the answer to the workload's own inputs: it does not compute on the inputs it "
+                                     "is given")
+    warnings.append(f"{where}: wrong on the workload's inputs with their floats scaled down, timed and untimed "
+                    f"({mismatch.splitlines()[0]}); not a verdict: the workload's own inputs passed")
+
+
+def _check_content_cache(sol: Measurement, audits: list[AuditSet], distinct_sets: int, calls: int) -> None:
+    """Where the ``calls`` (warm-up and timed) repeat input contents (``distinct_sets`` fewer),
+    audited calls (contents never seen) that are all much slower than the rest mean the solution
+    skips work on contents it has seen before."""
+    audited = {a.keeper.call_index for a in audits if a.keeper is not None and a.distinct}
+    if distinct_sets >= calls or not audited or not sol.call_indices:
+        return
+    mine = [t for t, c in zip(sol.times_ms, sol.call_indices) if c in audited]
+    rest = [t for t, c in zip(sol.times_ms, sol.call_indices) if c not in audited]
+    if not mine or len(rest) < 3:
+        return
+    typical, fastest_audited = statistics.median(rest), min(mine)
+    floor = CACHE_FLOOR_HOST_MS if sol.host_bound or sol.method == "cpu" else CACHE_FLOOR_DEVICE_MS
+    if fastest_audited > CACHE_RATIO * typical and fastest_audited - typical > floor:
+        raise Verdict(S.REWARD_HACK, f"the {len(mine)} audited timed call(s), on input contents no other call had, took "
+                                     f"{fastest_audited:.4f} ms or more against a median of {typical:.4f} ms for the "
+                                     f"calls that repeat the {distinct_sets} input set(s) of the bank: the solution "
+                                     "is fast only on contents it has seen before (a cache keyed by input contents)")
 
 
 def _round_zero_inputs(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]) -> list[Any]:

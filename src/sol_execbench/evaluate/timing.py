@@ -56,7 +56,8 @@ class FreshArgs:
     ``bank[0]`` fixes the layout; every set must match its shapes, strides and dtypes. Each
     tensor argument gets a pool ``span + (slots - 1) * step`` elements long; call ``i`` copies
     set ``i % len(bank)`` into offset ``(i % slots) * step`` and gets a view with the original
-    shape and strides. One call can be given a different set (``substitute``: the audited call).
+    shape and strides. Chosen calls can be given a set of their own (``substitute``: the audited
+    calls), some of its tensors passed as they are (guarded destination outputs).
     """
 
     def __init__(self, bank: list[list[Any]], slots: int):
@@ -64,7 +65,7 @@ class FreshArgs:
                  for v in bank[0]]
         self._bank = [first] + [s for s in bank[1:] if self._same_layout(first, s)]
         self._slots, self.calls_made = max(1, slots), 0
-        self._substitute: tuple[int, list[Any]] | None = None
+        self._substitutes: dict[int, tuple[list[Any], frozenset[int]]] = {}
         self._pools: list[tuple[torch.Tensor, int, int] | None] = []
         for v in first:
             if not isinstance(v, torch.Tensor):
@@ -89,23 +90,29 @@ class FreshArgs:
     def input_sets(self) -> int:
         return len(self._bank)
 
-    def substitute(self, call_index: int, values: list[Any]) -> bool:
-        """Give call ``call_index`` these values instead (same layout); False if they do not fit."""
+    @property
+    def substituted_calls(self) -> list[int]:
+        return sorted(self._substitutes)
+
+    def substitute(self, call_index: int, values: list[Any], as_is: frozenset[int] = frozenset()) -> bool:
+        """Give call ``call_index`` these values instead (same layout); the tensors at positions
+        ``as_is`` are passed themselves, not copied into the pool. False if they do not fit."""
         if not self._same_layout(self._bank[0], values):
             return False
-        self._substitute = (call_index, values)
+        self._substitutes[call_index] = (values, as_is)
         return True
 
-    def _source(self, call_index: int) -> list[Any]:
-        if self._substitute is not None and self._substitute[0] == call_index:
-            return self._substitute[1]
-        return self._bank[call_index % len(self._bank)]
+    def _source(self, call_index: int) -> tuple[list[Any], frozenset[int]]:
+        if call_index in self._substitutes:
+            return self._substitutes[call_index]
+        return self._bank[call_index % len(self._bank)], frozenset()
 
     def __call__(self) -> list[Any]:
         i, self.calls_made = self.calls_made, self.calls_made + 1
+        values, as_is = self._source(i)
         out: list[Any] = []
-        for value, pool in zip(self._source(i), self._pools):
-            if pool is None:
+        for position, (value, pool) in enumerate(zip(values, self._pools)):
+            if pool is None or position in as_is:
                 out.append(value)
                 continue
             buffer, span, step = pool
@@ -115,17 +122,22 @@ class FreshArgs:
             out.append(buffer.as_strided(value.shape, value.stride(), offset))
         return out
 
-    def persistent_sets(self, count: int) -> tuple[list[list[Any]], int | None]:
+    def persistent_sets(self, count: int) -> tuple[list[list[Any]], list[int | None]]:
         """``count`` argument sets that stay valid together (graph capture), each its own
-        allocation; the substitute set, if any, is among them at the returned position."""
-        audit_at = None
-        sets = []
+        allocation; the substitute sets come first (as many as fit). Also, per set, the call
+        index of the substitute it holds (None for a bank set)."""
+        substitutes = self.substituted_calls[:count]
+        sets, sources = [], []
         for k in range(count):
-            source = self._bank[k % len(self._bank)]
-            if self._substitute is not None and k == self._substitute[0] % count:
-                source, audit_at = self._substitute[1], k
-            sets.append([v.clone() if isinstance(v, torch.Tensor) else v for v in source])
-        return sets, audit_at
+            if k < len(substitutes):
+                values, as_is = self._substitutes[substitutes[k]]
+                sources.append(substitutes[k])
+            else:
+                values, as_is = self._bank[k % len(self._bank)], frozenset()
+                sources.append(None)
+            sets.append([v.clone() if isinstance(v, torch.Tensor) and p not in as_is else v
+                         for p, v in enumerate(values)])
+        return sets, sources
 
 
 class L2Flusher:
@@ -157,6 +169,7 @@ class Measurement:
     host_ms: list[float] | None = None
     host_bound: bool | None = None
     input_sets: int | None = None
+    call_indices: list[int] | None = None  # per timed call: the FreshArgs call whose arguments it ran on
     warnings: list[str] = field(default_factory=list)
     suspicious: list[str] = field(default_factory=list)
 
@@ -273,8 +286,12 @@ def _run_with_fallback(first: str, calls: TimedCalls, notes: list[str],
                        suspicious: list[str]) -> tuple[str, MethodResult]:
     chain = _FALLBACKS[first]
     for position, name in enumerate(chain):
+        first_call = getattr(calls.fresh, "calls_made", 0)
         try:
-            return name, METHODS[name](calls)
+            result = METHODS[name](calls)
+            if result.call_indices is None:  # a loop over fresh arguments: one call index after another
+                result.call_indices = list(range(first_call, first_call + len(result.times_ms)))
+            return name, result
         except MethodUnavailable as exc:
             synchronize(calls.device)
             if exc.suspicious:
@@ -305,18 +322,18 @@ def _keep_busy(calls: TimedCalls, began: float) -> None:
 
 
 def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: int, device: DeviceInfo,
-               flusher: L2Flusher, method: str | None = None, keeper: CallKeeper | None = None,
+               flusher: L2Flusher, method: str | None = None, keepers: list[CallKeeper] | None = None,
                region: Any = None, contended: bool = False, cooldown: float = 0.0) -> Measurement:
     """Warm up, then time ``iterations`` calls of ``fn``, each on the next fresh arguments.
 
-    ``keeper`` keeps one timed call's outputs (the audit); ``region`` (activity_watch) samples
+    ``keepers`` keep chosen timed calls' outputs (the audit); ``region`` (activity_watch) samples
     the solution's threads around every call, warm-up included; ``contended``: other
     processes use the GPU or the host's cores (see ``choose_latency``); ``cooldown``: the device
     method's idle time after each call, as a multiple of the call's span (``TimingConfig.cooldown``).
     """
     first, resolved_note = resolve_method(method, device)
     notes = [resolved_note] if resolved_note else []
-    calls = TimedCalls(fn, next_args, iterations, flusher, device, keeper, region, cooldown=cooldown)
+    calls = TimedCalls(fn, next_args, iterations, flusher, device, list(keepers or []), region, cooldown=cooldown)
     began = time.perf_counter()
     for _ in range(warmup):
         calls.warm_args = next_args()
@@ -334,7 +351,8 @@ def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: i
     fallbacks = [n for n in notes if "fell back to" in n]
     notes.extend(result.notes)
     m = Measurement(result.times_ms, name, device_ms=None, host_ms=result.host_ms, input_sets=next_args.input_sets,
-                    warnings=list(result.warnings), suspicious=suspicious + result.suspicious)
+                    call_indices=result.call_indices, warnings=list(result.warnings),
+                    suspicious=suspicious + result.suspicious)
     if fallbacks:  # in the trace's warnings too, not only in the timing note: a fallback changes what was timed
         m.warnings.insert(0, f"timing method '{first}' was not used: {'; '.join(fallbacks)}")
     if result.device_ms is not None and result.host_ms:

@@ -1,7 +1,7 @@
 """What every timing method shares: the timed-call loop's pieces and its result.
 
-A method gets a ``TimedCalls`` (the function, fresh arguments, the L2 flusher, the keeper of
-the audited call) and returns a ``MethodResult``. Everything the harness does between calls
+A method gets a ``TimedCalls`` (the function, fresh arguments, the L2 flusher, the keepers of
+the audited calls) and returns a ``MethodResult``. Everything the harness does between calls
 (new arguments, the flush, keeping the audited output) runs inside ``setup()`` under the
 ``SETUP_RANGE`` profiler range, so the device method can attribute it and leave it out.
 """
@@ -94,7 +94,7 @@ class TimedCalls:
     iterations: int
     flusher: Any  # L2Flusher
     device: DeviceInfo
-    keeper: CallKeeper | None = None
+    keepers: list[CallKeeper] = field(default_factory=list)
     region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
     cooldown: float = 0.0  # idle after each timed call, as a multiple of its host span (device method)
@@ -112,23 +112,24 @@ class TimedCalls:
     def setup(self) -> list[Any]:
         """Next call's arguments (new address), the audited output kept, then a cold L2."""
         with torch.profiler.record_function(SETUP_RANGE):
-            if self.keeper is not None:
-                self.keeper.settle()
+            for keeper in self.keepers:
+                keeper.settle()
             args = self.fresh()
             self.flusher.flush()
         return args
 
     def call(self, args: list[Any]) -> None:
         result = self.fn(*args)
-        if self.keeper is not None:
-            self.keeper.observe(self.fresh.calls_made - 1, args, result)
+        for keeper in self.keepers:
+            keeper.observe(self.fresh.calls_made - 1, args, result)
 
     def finish(self) -> None:
         """After the loop: the device is idle and the audited output (if last) is kept."""
         synchronize(self.device)
-        if self.keeper is not None:
+        if self.keepers:
             with torch.profiler.record_function(SETUP_RANGE):
-                self.keeper.settle()
+                for keeper in self.keepers:
+                    keeper.settle()
             synchronize(self.device)
 
 
@@ -158,6 +159,7 @@ class MethodResult:
     """Per-call times and what the method saw."""
 
     times_ms: list[float]
+    call_indices: list[int] | None = None  # per timed call: the FreshArgs call whose arguments it ran on
     device_ms: list[float | None] | None = None
     host_ms: list[float] | None = None
     bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)

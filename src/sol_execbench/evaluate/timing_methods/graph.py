@@ -1,6 +1,6 @@
 """The ``graph`` method: one CUDA/HIP graph captured per input set, replays timed by events.
 
-A few independent input sets (each at its own address, one of them possibly the audited set)
+A few independent input sets (each at its own address, the audited sets among them)
 are captured once each; the timed replays rotate through them so consecutive replays read
 different addresses, and the L2 is flushed before every replay. Replays have no launch
 overhead, so this is the device time a graph-launched kernel would see. For comparison only:
@@ -108,7 +108,7 @@ def time_graph(calls: TimedCalls) -> MethodResult:
     if not calls.device.is_gpu:
         raise MethodUnavailable("graphs need a GPU")
     count = max(1, min(GRAPH_INPUT_SETS, calls.iterations))
-    sets, audit_position = calls.fresh.persistent_sets(count)
+    sets, sources = calls.fresh.persistent_sets(count)
     captured = []
     stream = torch.cuda.Stream()
     try:
@@ -132,9 +132,11 @@ def time_graph(calls: TimedCalls) -> MethodResult:
         graph.replay()
         end.record()
     synchronize(calls.device)
-    if calls.keeper is not None and audit_position is not None:
-        _, out, args = captured[audit_position]
-        calls.keeper.keep_now(args, out)
+    for keeper in calls.keepers:
+        if keeper.call_index in sources:
+            _, out, args = captured[sources.index(keeper.call_index)]
+            keeper.keep_now(args, out)
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    replayed = [sources[i % count] if sources[i % count] is not None else -1 for i in range(calls.iterations)]
     note = f"{count} graph(s), one per input set, replayed in rotation"
-    return MethodResult(times, notes=[note])
+    return MethodResult(times, call_indices=replayed, notes=[note])
