@@ -97,7 +97,8 @@ def test_exit_during_import_gives_every_workload_a_trace_and_a_sidecar(cpu_timin
     assert status_of(traces) == ["RUNTIME_ERROR", "RUNTIME_ERROR"]
     assert "exited with code 3" in traces[0].evaluation.log and "about to leave" in traces[0].evaluation.log
     sidecar = json.loads(out.with_name("traces.jsonl.no-trace.json").read_text())
-    assert "about to leave" in sidecar["child_output_tail"] and sidecar["child_output_lines"] >= 1
+    assert "about to leave" in sidecar["stdout_tail"] and sidecar["stdout_lines"] >= 1
+    assert sidecar["child_runs"][0]["returncode"] == 3
 
 
 def test_host_memory_limit_ends_runaway_allocation(cpu_timing):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -85,29 +86,38 @@ class _WarmProcess:
         return self.returncode
 
 
-def _start(job_path: Path, log_path: Path, env: dict[str, str], write_fd: int, wrapper: list[str] | None,
-           warm_device: str | None, use_warm: bool) -> tuple[Any, bool]:
-    """A warm child from the pool when one fits, else a fresh ``python -m ...child`` process."""
-    if use_warm and not wrapper:
-        from .warm_pool import hand_job, take_warm_child
+def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dict[str, str], write_fd: int,
+           wrapper: list[str] | None, warm_device: str | None, use_warm: bool) -> tuple[Any, bool]:
+    """A warm child from the pool when one fits, else a fresh ``python -m ...child`` process.
 
-        child = take_warm_child(warm_device, env)
-        if child is not None:
-            with open(log_path, "ab") as log:
-                if hand_job(child, job_path, env, [write_fd, log.fileno()]):
-                    return _WarmProcess(child), True
-    with open(log_path, "ab") as log:
+    The child's stdout goes to ``stdout_path``; its stderr to ``stderr_path``, or into the same
+    file when that is None."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(stdout_path, "ab"))
+        err = stack.enter_context(open(stderr_path, "ab")) if stderr_path is not None else None
+        if use_warm and not wrapper:
+            from .warm_pool import hand_job, take_warm_child
+
+            child = take_warm_child(warm_device, env)
+            # The warm child puts the first log descriptor on its stdout and the second, when there is
+            # one, on its stderr (a single one takes both).
+            log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
+            if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
+                return _WarmProcess(child), True
         proc = subprocess.Popen([*(wrapper or []), sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
+                                env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
     return proc, False
 
 
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
-              wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False) -> ChildRun:
+              wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
+              stderr_path: Path | None = None) -> ChildRun:
     """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit.
 
+    The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
+    which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.
     ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
     pre-started child from a running warm pool (``sol-execbench worker start``) when one fits."""
     run = ChildRun()
@@ -120,7 +130,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
         on_message(message)
 
     began = time.monotonic()
-    proc, run.warm = _start(job_path, log_path, env, write_fd, wrapper, warm_device, use_warm)
+    proc, run.warm = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device, use_warm)
     os.close(write_fd)
     reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
     reader.start()
@@ -145,6 +155,16 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     return run
 
 
+def signal_name(returncode: int | None) -> str | None:
+    """``SIGSEGV`` for a child killed by a signal (negative return code), else None."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
 def describe_exit(run: ChildRun) -> str:
     if run.memory_exceeded_bytes is not None:
         return f"host memory limit exceeded ({run.memory_exceeded_bytes / 2**30:.2f} GiB resident): the child was stopped"
@@ -152,21 +172,38 @@ def describe_exit(run: ChildRun) -> str:
     if code is None:
         return "the child did not exit"
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the child was killed by {name}"
+        return f"the child was killed by {signal_name(code)}"
     return f"the child exited with code {code} before reporting"
 
 
+def exit_record(run: ChildRun) -> dict[str, Any]:
+    """How one child ended, as plain JSON values (for diagnostics)."""
+    return {"returncode": run.returncode, "signal": signal_name(run.returncode), "timed_out": run.timed_out,
+            "memory_limit_exceeded": run.memory_exceeded_bytes is not None,
+            "memory_resident_bytes": run.memory_exceeded_bytes, "wall_s": round(run.wall_s, 3),
+            "warm_pool": run.warm, "description": describe_exit(run)}
+
+
+_TAIL_CHUNK = 1 << 20
+
+
 def tail(path: Path, max_bytes: int = 8000) -> tuple[str, int]:
-    """The end of a log file and its line count."""
+    """The last ``max_bytes`` of a log file and its line count (a last line without a newline
+    counts). Reads in chunks: a solution may print gigabytes."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            lines, last = 0, b""
+            while chunk := fh.read(_TAIL_CHUNK):
+                lines += chunk.count(b"\n")
+                last = chunk
+            size = fh.tell()
+            if last and not last.endswith(b"\n"):
+                lines += 1
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read(max_bytes)
     except OSError:
         return "", 0
-    return data[-max_bytes:].decode(errors="replace"), data.count(b"\n")
+    return data.decode(errors="replace"), lines
 
 
 def protect_from_children() -> bool:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -19,11 +21,19 @@ from sol_execbench.platform import host_memory_bytes, vendor_hint
 from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Environment, Evaluation,
                                   EvaluationStatus as S, SanitizerReport, Solution, Trace, Workload)
 
-from .process import ChildRun, describe_exit, run_child, tail
+from .process import ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
 
 CLOCKS_LOCKED_ENV = "SOL_EXECBENCH_CLOCKS_LOCKED"
 DEFAULT_MEMORY_FRACTION = 0.8
+
+# The no-trace diagnostic: how much of each stream it keeps, how many child runs it describes, and
+# how many of them the per-user temp folder keeps (by count and by age) when there is no --output.
+SIDECAR_TAIL_BYTES = 16000
+SIDECAR_MESSAGE_BYTES = 4000
+SIDECAR_MAX_RUNS = 10
+SIDECAR_KEEP_FILES = 50
+SIDECAR_KEEP_AGE_S = 7 * 24 * 3600
 
 
 def default_memory_limit() -> int | None:
@@ -132,10 +142,47 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     _run_children(state, workloads, job, staging, deadline)
 
 
+@dataclass
+class _ChildLogs:
+    """Where the child's stdout and stderr go (apart, so a diagnostic can show each)."""
+
+    stdout: Path
+    stderr: Path
+
+    def sizes(self) -> tuple[int, int]:
+        return _size(self.stdout), _size(self.stderr)
+
+    def text_since(self, sizes: tuple[int, int]) -> str:
+        """What the child wrote after ``sizes`` (for -v), each stream under a heading."""
+        parts = []
+        for label, path, offset in (("stdout", self.stdout, sizes[0]), ("stderr", self.stderr, sizes[1])):
+            text = _read_from(path, offset)
+            if text:
+                parts.append(f"--- child {label} ---\n{text}")
+        return "\n".join(parts)
+
+    def tails(self, max_bytes: int) -> str:
+        """The end of each stream with its line count (for a trace's log)."""
+        parts = []
+        for label, path in (("stdout", self.stdout), ("stderr", self.stderr)):
+            text, lines = tail(path, max_bytes)
+            if lines:
+                parts.append(f"--- child {label} (last of {lines} lines) ---\n{text}")
+        return "\n".join(parts) if parts else "--- the child wrote nothing to stdout or stderr ---"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any], staging: Path, deadline: float) -> None:
     opts = state.options
     pending = list(workloads)
-    log_path = staging / "child.log"
+    logs = _ChildLogs(staging / "child.stdout.log", staging / "child.stderr.log")
+    runs: list[ChildRun] = []
     produced_any = False
     while pending:
         job["workloads"] = [w.model_dump(mode="json") for w in pending]
@@ -154,22 +201,24 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
             elif msg.get("type") == "trace":
                 in_progress.clear()
 
-        start_size = log_path.stat().st_size if log_path.exists() else 0
-        run = run_child(job_path, log_path, timeout_s=max(0.0, deadline - time.monotonic()),
+        start_sizes = logs.sizes()
+        run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
+                        timeout_s=max(0.0, deadline - time.monotonic()),
                         memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message,
                         warm_device=opts.device, use_warm=opts.use_warm_pool)
+        runs.append(run)
         if opts.on_log:
-            opts.on_log(_read_from(log_path, start_size))
+            opts.on_log(logs.text_since(start_sizes))
         produced = _collect(state, pending, run)
         produced_any = produced_any or produced > 0
         pending = [w for w in pending if w.uuid not in state.traces]
         if not pending:
             break
-        if not _settle_failure(state, pending, run, in_progress, log_path):
+        if not _settle_failure(state, pending, run, in_progress, logs):
             break
         pending = [w for w in pending if w.uuid not in state.traces]
     if not produced_any:
-        _write_no_trace_sidecar(state, staging, log_path)
+        _write_no_trace_sidecar(state, staging, logs, runs)
 
 
 def _read_from(path: Path, offset: int) -> str:
@@ -206,9 +255,9 @@ def _forged_note(run: ChildRun) -> str:
 
 
 def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_progress: list[str],
-                    log_path: Path) -> bool:
+                    logs: _ChildLogs) -> bool:
     """Record why the child stopped early. True when a fresh child should go on with the rest."""
-    log_tail, lines = tail(log_path)
+    output = logs.tails(6000)
     fatal = next((m for m in run.messages if m.get("type") == "fatal"), None)
     crash = next((m for m in run.messages if m.get("type") == "crash"), None)
     if run.forged:
@@ -231,9 +280,9 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
         early = next(w for w in pending if w.uuid == in_progress[0])
         state.fail(early, S.REWARD_HACK, f"the evaluation process exited with status 0 while this workload was being "
                                          "evaluated (os._exit or sys.exit in the solution): an early exit cannot produce "
-                                         f"a result\n--- child output (last of {lines} lines) ---\n{log_tail}")
+                                         f"a result\n{output}")
         return True
-    detail = f"{reason}\n--- child output (last of {lines} lines) ---\n{log_tail}"
+    detail = f"{reason}\n{output}"
     if not in_progress:  # died before reaching a workload: every one would die the same way
         for w in pending:
             state.fail(w, S.RUNTIME_ERROR, detail)
@@ -243,22 +292,130 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
     return True
 
 
-def _write_no_trace_sidecar(state: _State, staging: Path, log_path: Path) -> None:
-    """A bounded diagnostic (not trace JSONL) when the child produced no trace at all."""
-    log_tail, lines = tail(log_path, 16000)
-    payload = {"kind": "sol-execbench no-trace diagnostic", "definition": state.definition.name,
-               "solution": state.solution.name, "child_output_lines": lines, "child_output_tail": log_tail,
-               "note": "not canonical trace JSONL; the traces for this run were made by the parent"}
+def _write_no_trace_sidecar(state: _State, staging: Path, logs: _ChildLogs, runs: list[ChildRun]) -> None:
+    """A bounded diagnostic (not trace JSONL) when the child produced no trace at all: the tails
+    and line counts of its stdout and stderr, and how each child run ended."""
     opts = state.options
+    stdout_tail, stdout_lines = tail(logs.stdout, SIDECAR_TAIL_BYTES)
+    stderr_tail, stderr_lines = tail(logs.stderr, SIDECAR_TAIL_BYTES)
+    payload = {"kind": "sol-execbench no-trace diagnostic", "definition": state.definition.name,
+               "solution": state.solution.name,
+               "stdout_lines": stdout_lines, "stdout_tail": stdout_tail,
+               "stderr_lines": stderr_lines, "stderr_tail": stderr_tail, "tail_max_bytes": SIDECAR_TAIL_BYTES,
+               "timeout_s": opts.timeout_s, "memory_limit_bytes": opts.memory_limit_bytes,
+               "child_run_count": len(runs), "child_runs": [_run_record(run) for run in runs[-SIDECAR_MAX_RUNS:]],
+               "note": "not canonical trace JSONL; the traces for this run were made by the parent"}
+    text = json.dumps(payload, indent=2)
     if opts.output_path is not None:
-        target = opts.output_path.with_name(opts.output_path.name + ".no-trace.json")
+        target = _write_beside(opts.output_path.with_name(opts.output_path.name + ".no-trace.json"), text)
     elif opts.keep_staging:
-        target = staging / "no-trace.json"
+        target = _write_beside(staging / "no-trace.json", text)
     else:
-        target = Path(tempfile.gettempdir()) / f"sol-execbench-no-trace-{state.solution.name}-{os.getpid()}.json"
+        target = _write_in_temp(state.solution.name, text)
+    if target is not None:
+        opts.warnings.append(f"no trace came from the evaluation child; diagnostic written to {target}")
+
+
+def _write_beside(target: Path, text: str) -> Path | None:
+    """Write where the user pointed (beside --output, or in the kept staging directory)."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(payload, indent=2))
-        opts.warnings.append(f"no trace came from the evaluation child; diagnostic written to {target}")
+        target.write_text(text)
+        return target
     except OSError:
-        pass
+        return None
+
+
+def _run_record(run: ChildRun) -> dict[str, Any]:
+    """How one child ended, with what it reported on the channel before it went (a crash or fatal
+    message: ``--device bogus`` ends that way, with nothing on stdout or stderr)."""
+    record = exit_record(run)
+    last = next((m for m in reversed(run.messages) if m.get("type") in ("crash", "fatal")), None)
+    if last is not None:
+        log = str(last.get("log", ""))
+        record["reported"] = {"type": last["type"], "status": last.get("status"),
+                              "log": log[-SIDECAR_MESSAGE_BYTES:], "log_truncated": len(log) > SIDECAR_MESSAGE_BYTES}
+        if run.returncode == 0:  # it did report, only no trace: say what it reported instead
+            record["description"] = f"the child reported a {last['type']} and exited with code 0"
+    record["messages"] = len(run.messages)
+    record["forged_messages"] = len(run.forged)
+    return record
+
+
+def safe_file_stem(name: str, max_len: int = 80) -> str:
+    """``name`` as one harmless path component that still reads like it: separators and anything
+    outside [A-Za-z0-9._-] become '_', no leading dots (no '..', no hidden file), bounded length."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).lstrip("._-")[:max_len].rstrip("._-")
+    return stem or "solution"
+
+
+def no_trace_dir() -> Path:
+    """The per-user folder under the system temp directory for no-trace diagnostics."""
+    return Path(tempfile.gettempdir()) / f"sol-execbench-{os.getuid()}" / "no-trace"
+
+
+def _private_dir(path: Path) -> bool:
+    """Create ``path`` (mode 0700) and its per-user parent; True only when both are real
+    directories of ours, so another user of a shared /tmp cannot have planted them or a link."""
+    try:
+        for folder in (path.parent, path):
+            # One at a time: mkdir(parents=True) would give the parent the default mode, not 0700.
+            folder.mkdir(mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                return False
+        return True
+    except OSError:
+        return False
+
+
+def _write_in_temp(solution_name: str, text: str) -> Path | None:
+    """Write the diagnostic in the per-user temp folder and prune old ones there; the path, or
+    None when it could not be written."""
+    folder = no_trace_dir()
+    stem = f"{safe_file_stem(solution_name)}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    try:
+        if _private_dir(folder):
+            # O_EXCL: a second evaluation of this solution in the same second and process gets its own file.
+            for attempt in range(100):
+                target = folder / (f"{stem}.json" if attempt == 0 else f"{stem}-{attempt}.json")
+                try:
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                return None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            prune_no_trace_dir(folder)
+            return target
+        # Not a folder of ours: a uniquely named file directly in the temp directory instead.
+        fd, name = tempfile.mkstemp(prefix=f"sol-execbench-no-trace-{stem}-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return Path(name)
+    except OSError:
+        return None
+
+
+def prune_no_trace_dir(folder: Path, keep: int | None = None, max_age_s: float | None = None) -> None:
+    """Keep the newest ``keep`` diagnostics (default SIDECAR_KEEP_FILES), none older than
+    ``max_age_s`` (default SIDECAR_KEEP_AGE_S): evaluations without --output (the API, test
+    suites) would otherwise fill the temp directory."""
+    keep = SIDECAR_KEEP_FILES if keep is None else keep
+    max_age_s = SIDECAR_KEEP_AGE_S if max_age_s is None else max_age_s
+    now = time.time()
+    entries = []
+    for path in folder.glob("*.json"):
+        try:
+            entries.append((path.stat().st_mtime, path))
+        except OSError:
+            continue  # removed meanwhile by a concurrent prune
+    entries.sort(reverse=True)
+    for index, (mtime, path) in enumerate(entries):
+        if index >= keep or now - mtime > max_age_s:
+            try:
+                path.unlink()
+            except OSError:
+                pass

@@ -2,8 +2,9 @@
 
 Started by the pool server with ``SOL_EXECBENCH_WARM_SOCKET`` naming the Unix socket to listen
 on; the socket appears only once the child is warm. The evaluation that takes it connects once
-and passes the job file, its environment, and the trace-channel and log descriptors; from then
-on the child is an ordinary evaluation child (``child.main``).
+and passes the job file, its environment, and the trace-channel and log descriptors (stdout's,
+then stderr's when it is kept apart); from then on the child is an ordinary evaluation child
+(``child.main``).
 """
 
 from __future__ import annotations
@@ -104,10 +105,13 @@ def main(argv: list[str]) -> None:
     _warm_up(device_spec)
     job_path, env, fds = _receive_job(socket_path)
     gpu_quiet.unmark_idle()
-    channel_fd, log_fd = fds[0], fds[1]
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
+    # The channel, then stdout's log, then (when the evaluation keeps them apart) stderr's log.
+    channel_fd, stdout_fd = fds[0], fds[1]
+    stderr_fd = fds[2] if len(fds) > 2 else stdout_fd
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+    for fd in {stdout_fd, stderr_fd} - {1, 2}:
+        os.close(fd)
     os.environ.clear()
     os.environ.update(env)  # the invoking evaluation's environment, channel key included
     os.environ[FD_ENV] = str(channel_fd)
