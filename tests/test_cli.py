@@ -121,3 +121,55 @@ def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Pat
 
     trace = json.loads(out.read_text().splitlines()[0])
     assert trace["evaluation"]["env_hash"] == snapshot_hash(snapshot)
+
+
+@pytest.mark.parametrize("flag,value,words", [
+    ("--device", "bogus", "'bogus' is not a device"),
+    ("--device", "cuda:x", "'cuda:x' is not a device"),
+    ("--timeout", "-5", "--timeout"),
+    ("--timeout", "0", "--timeout"),
+    ("--compile-timeout", "0", "--compile-timeout"),
+])
+def test_bad_flag_values_are_usage_errors(problem: Path, flag: str, value: str, words: str):
+    result = invoke(str(problem), "--config", str(problem / "light.json"), flag, value)
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Invalid value" in result.output
+    assert "RUNTIME_ERROR" not in result.output and "TIMEOUT" not in result.output
+
+
+def test_non_utf8_source_file_names_the_file_no_traceback(problem: Path):
+    (problem / "kernel.py").write_bytes(b"def run(a, b):\n    return a + b  # caf\xe9\n")
+    (problem / "solution.json").write_text(json.dumps(solution("")))
+    result = invoke(str(problem))
+    assert result.exit_code == 2
+    assert "kernel.py" in result.output and "not UTF-8" in result.output and "sources.0.content" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_table_note_keeps_the_whole_first_line_and_points_to_the_rest():
+    from sol_execbench.cli.render import SEE_FULL_LOG, note_of
+
+    hint = "timing on the CPU needs SOL_EXECBENCH_ALLOW_CPU_TIMING=1 (set it to time on the CPU; results are not GPU timings)"
+    assert note_of(f"\n{hint}\n") == hint
+    assert note_of(f"{hint}\nTraceback (most recent call last):\n  ...") == f"{hint} {SEE_FULL_LOG}"
+    cut = note_of("x" * 1000)
+    assert cut.startswith("x" * 300) and cut.endswith(SEE_FULL_LOG) and len(cut) < 1000
+    assert note_of("") == ""
+
+
+def test_table_shows_the_whole_note(tmp_path: Path):
+    from rich.console import Console
+
+    from sol_execbench.cli.render import print_traces
+    from sol_execbench.schema import Trace
+
+    hint = "timing on the CPU needs SOL_EXECBENCH_ALLOW_CPU_TIMING=1"
+    trace = Trace.model_validate({
+        "definition": "d", "workload": {"uuid": "u", "axes": {}}, "solution": "s",
+        "evaluation": {"status": "RUNTIME_ERROR", "environment": {"hardware": "x"}, "timestamp": "t",
+                       "log": f"{'a long preamble ' * 6}{hint}"}})
+    console = Console(width=120, record=True)
+    print_traces([trace], "d / s", console)
+    # The table wraps the note over several lines, between cell borders.
+    text = "".join(console.export_text().replace("│", " ").split())
+    assert "".join(hint.split()) in text

@@ -22,7 +22,7 @@ PROBLEM_DIRS = sorted(p.parent for p in CONFORMANCE.rglob("definition.json"))
 def test_conformance_files_load_unchanged(problem: Path):
     notes = Loaded()
     definition = load_definition(problem / "definition.json", notes)
-    wls = load_workloads(problem / "workload.jsonl", notes)
+    wls = load_workloads(problem / "workload.jsonl", notes, definition)
     sols = [load_solution(s, notes) for s in sorted(problem.glob("solution*.json"))]
     assert wls and sols
     # A round trip keeps every key the file had.
@@ -31,7 +31,7 @@ def test_conformance_files_load_unchanged(problem: Path):
     assert set(original) == set(dumped)
     for w, line in zip(wls, (problem / "workload.jsonl").read_text().splitlines()):
         assert w.model_dump(mode="json", exclude_unset=True) == json.loads(line)
-    assert not [w for w in notes.warnings if "unknown key" in w and "constraints" not in w]
+    assert not [w for w in notes.warnings if "unknown key" in w and "constraints" not in w], notes.warnings
 
 
 def test_schema_imports_without_torch():
@@ -142,3 +142,79 @@ def test_trace_status_rules_follow_upstream():
         Trace.model_validate(base)
     base["evaluation"]["status"] = "INCORRECT_NUMERICAL"
     assert Trace.model_validate(base).status.value == "INCORRECT_NUMERICAL"
+
+
+def _rmsnorm_like() -> dict:
+    return {"name": "rmsnorm", "axes": {"rows": {"type": "var"}, "hidden": {"type": "var"}},
+            "inputs": {"x": {"shape": ["rows", "hidden"], "dtype": "float32"}, "eps": {"shape": None, "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["rows", "hidden"], "dtype": "float32"}},
+            "reference": "def run(x, eps):\n    return x\n"}
+
+
+def test_workload_names_the_definition_lacks_are_warned_about(tmp_path: Path):
+    good = {"uuid": "a", "axes": {"rows": 2, "hidden": 8}, "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}
+    typo = {"uuid": "b", "axes": {"rows": 2, "hidden": 8, "bogus_axis": 3}, "inputs": {"epz": {"type": "scalar", "value": 1e-6}}}
+    root = write_problem(tmp_path / "p", _rmsnorm_like(), [good, typo])
+    notes = Loaded()
+    load_workloads(root / "workload.jsonl", notes, load_definition(root / "definition.json"))
+    assert len(notes.warnings) == 2, notes.warnings
+    axis_warning, input_warning = notes.warnings
+    assert "workload.jsonl: line 2: unknown key 'axes.bogus_axis' is ignored" in axis_warning
+    assert "has no such axis" in axis_warning
+    assert "workload.jsonl: line 2: unknown key 'inputs.epz' is ignored" in input_warning
+    assert "did you mean 'eps'?" in input_warning
+
+
+def test_missing_var_axis_is_an_error_naming_line_and_the_stray_axis(tmp_path: Path):
+    wl = {"uuid": "a", "axes": {"rows": 2, "hiden": 8}}
+    root = write_problem(tmp_path / "p", _rmsnorm_like(), [wl])
+    with pytest.raises(FormatError) as info:
+        load_workloads(root / "workload.jsonl", Loaded(), load_definition(root / "definition.json"))
+    assert info.value.path.endswith("workload.jsonl")
+    assert "line 1:" in info.value.message and "['hidden']" in info.value.message and "hiden" in info.value.message
+
+
+def test_top_level_unknown_key_is_named_plainly(tmp_path: Path):
+    wl = workloads(8)[0]
+    wl["extra_top"] = 1
+    root = write_problem(tmp_path / "p", add_definition(), [wl])
+    notes = Loaded()
+    load_workloads(root / "workload.jsonl", notes)
+    assert notes.warnings == [f"{root / 'workload.jsonl'}: line 1: unknown key 'extra_top' is ignored"]
+
+
+def test_schema_violation_in_a_workload_names_line_and_field(tmp_path: Path):
+    path = tmp_path / "workload.jsonl"
+    path.write_text('{"uuid": "a", "axes": {"N": -1}}\n')
+    with pytest.raises(FormatError) as info:
+        load_workloads(path)
+    assert info.value.message.startswith("line 1: not a valid workload: field 'axes.N'")
+
+
+@pytest.mark.parametrize("axes,words", [
+    ({"T": {"type": "expr", "expression": "N * nope"}}, ["axes.T.expression", "unknown axis 'nope'"]),
+    ({"T": {"type": "expr", "expression": "N *"}}, ["axes.T.expression", "not valid"]),
+    ({"T": {"type": "expr", "expression": "N.real"}}, ["axes.T.expression", "may only use"]),
+    ({"T": {"type": "expr", "expression": "U + 1"}, "U": {"type": "expr", "expression": "T * 2"}},
+     ["axes.T.expression", "cycle"]),
+])
+def test_axis_expressions_are_checked_when_the_definition_loads(tmp_path: Path, axes: dict, words: list[str]):
+    d = add_definition()
+    d["axes"].update(axes)
+    path = tmp_path / "definition.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(FormatError) as info:
+        load_definition(path)
+    for word in words:
+        assert word in info.value.message
+    assert "Value error" not in info.value.message
+
+
+def test_non_utf8_source_beside_the_solution_is_a_format_error(tmp_path: Path):
+    (tmp_path / "kernel.py").write_bytes(b"def run(a, b):\n    return a + b  # caf\xe9\n")
+    (tmp_path / "solution.json").write_text(json.dumps(solution("")))
+    with pytest.raises(FormatError) as info:
+        load_solution(tmp_path / "solution.json")
+    assert info.value.path == str(tmp_path / "solution.json")
+    assert "sources.0.content" in info.value.message
+    assert str(tmp_path / "kernel.py") in info.value.message and "not UTF-8" in info.value.message

@@ -22,6 +22,20 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * scale)
 
 
+def check_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a malformed --device before a child starts; whether the GPU exists is the child's to say."""
+    from sol_execbench.platform.device import parse_device_spec
+
+    try:
+        parse_device_spec(value)
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not a device: give cpu, auto, an index N, cuda:N, hip:N or rocm:N "
+                                 "(cuda, hip, rocm alone mean GPU 0)") from None
+    return value
+
+
+SECONDS = click.FloatRange(min=0, min_open=True)
+
 
 @cli.command(EVALUATE_COMMAND)
 @click.argument("problem_dir", required=False, type=click.Path(path_type=Path))
@@ -29,14 +43,15 @@ def parse_size(text: str) -> int:
 @click.option("--workload", type=click.Path(path_type=Path), help="workload.jsonl (instead of a problem directory).")
 @click.option("--solution", type=click.Path(path_type=Path), help="Solution JSON [default: PROBLEM_DIR/solution.json].")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Benchmark config JSON (overrides config.json beside the definition, field by field).")
-@click.option("--compile-timeout", default=120.0, show_default=True, type=float, help="Seconds allowed for building a native solution.")
-@click.option("--timeout", default=600.0, show_default=True, type=float, help="Seconds allowed for the whole evaluation child.")
+@click.option("--compile-timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds allowed for building a native solution.")
+@click.option("--timeout", default=600.0, show_default=True, type=SECONDS, help="Seconds allowed for the whole evaluation child.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write traces (JSONL) here, each as soon as it is known.")
 @click.option("--json", "as_json", is_flag=True, help="Print traces as JSON lines on stdout instead of a table.")
 @click.option("--lock-clocks", is_flag=True, help="Require locked GPU clocks (sets lock_clocks).")
 @click.option("--keep-staging", is_flag=True, help="Keep the temporary staging directory.")
 @click.option("--only", multiple=True, metavar="UUID", help="Evaluate only this workload (repeatable).")
-@click.option("--device", default=None, help="cpu, N or cuda:N [default: the first visible GPU, else cpu].")
+@click.option("--device", default=None, callback=check_device,
+              help="cpu, N, cuda:N (hip:N, rocm:N on ROCm) [default: the first visible GPU, else cpu].")
 @click.option("--dump-failures", type=click.Path(path_type=Path), help="For each failing workload write inputs, outputs and the seed here.")
 @click.option("--memory-limit", default=None, help="Host memory limit of the evaluation child, e.g. 16G [default: 80% of the machine].")
 @click.option("--no-build-cache", is_flag=True, help="Build native solutions from scratch, ignoring the build cache.")

@@ -19,11 +19,20 @@ def _ms(value: float | None) -> str:
     return f"{value * 1000:.2f} us" if value < 1 else f"{value:.3f} ms"
 
 
-def _first_line(text: str, width: int = 90) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:width]
-    return ""
+# Long enough for any one-line message the evaluator writes; the table wraps it.
+NOTE_LIMIT = 400
+SEE_FULL_LOG = "(see --json for the full log)"
+
+
+def note_of(log: str, limit: int = NOTE_LIMIT) -> str:
+    """The log's first non-empty line, and a pointer to the rest when anything was left out."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if len(first) > limit:
+        return f"{first[:limit]}... {SEE_FULL_LOG}"
+    return f"{first} {SEE_FULL_LOG}" if len(lines) > 1 else first
 
 
 def traces_table(traces: list[Trace], title: str) -> Table:
@@ -41,7 +50,7 @@ def traces_table(traces: list[Trace], title: str) -> Table:
             _ms(perf.latency_ms) if perf else "-", _ms(perf.reference_latency_ms) if perf else "-",
             f"{perf.speedup_factor:.3g}x" if perf and perf.speedup_factor else "-",
             f"{corr.max_absolute_error:.3g}" if corr else "-",
-            "" if ev.status is EvaluationStatus.PASSED else _first_line(ev.log),
+            "" if ev.status is EvaluationStatus.PASSED else note_of(ev.log),
         )
     return table
 

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.schema import (BenchmarkConfig, Definition, FormatError, Loaded, Solution, Workload, load_config,
-                                  load_definition, load_solution, load_workloads, merge_configs)
+from sol_execbench.schema import (BenchmarkConfig, Definition, Loaded, Solution, Workload, load_config, load_definition,
+                                  load_solution, load_workloads, merge_configs)
+from sol_execbench.schema.loading import validate
+
+CONFIG_BESIDE_DEFINITION = "config.json"
 
 
 class UsageProblem(Exception):
@@ -53,33 +56,39 @@ def load_problem(definition_path: Path, workload_path: Path, solution_path: Path
     """Load and cross-check a problem. Raises FormatError or UsageProblem with a clear message."""
     notes = Loaded()
     definition = load_definition(definition_path, notes)
-    workloads = load_workloads(workload_path, notes)
+    workloads = load_workloads(workload_path, notes, definition)
     solution = load_solution(solution_path, notes)
-    layers: list[dict[str, Any] | None] = []
-    beside = definition_path.parent / "config.json"
-    if beside.is_file():
-        layers.append(load_config(beside, notes))
-    if config_path is not None:
-        layers.append(load_config(config_path, notes))
-    config = merge_configs(*layers)
-    if solution.definition != definition.name:
-        notes.warnings.append(f"{solution_path}: solution is for definition '{solution.definition}' but "
-                              f"{definition_path} defines '{definition.name}'; evaluating anyway")
+    config = layered_config(definition_path, config_path, notes)
+    note_definition_mismatch(definition, solution, notes, solution_path, definition_path)
     if only:
         known = {w.uuid for w in workloads}
         unknown = [u for u in only if u not in known]
         if unknown:
             raise UsageProblem(f"--only {', '.join(unknown)}: no such workload uuid in {workload_path}")
         workloads = [w for w in workloads if w.uuid in set(only)]
-    _check_custom_inputs(definition, workloads, workload_path)
     return Problem(definition, workloads, solution, config, notes.warnings, definition_path)
 
 
-def _check_custom_inputs(definition: Definition, workloads: list[Workload], path: Path) -> None:
-    for w in workloads:
-        if any(getattr(i, "type", None) == "custom" for i in w.inputs.values()) and not definition.custom_inputs_entrypoint:
-            raise FormatError(path, f"workload '{w.uuid}' has custom inputs but the definition has no "
-                                    "custom_inputs_entrypoint")
-        missing = [a for a, spec in definition.axes.items() if spec.type == "var" and a not in w.axes]
-        if missing:
-            raise FormatError(path, f"workload '{w.uuid}' gives no value for axes {missing}")
+def layered_config(definition_path: Path | None, override: Path | dict[str, Any] | BenchmarkConfig | None,
+                   notes: Loaded) -> BenchmarkConfig:
+    """Defaults, overridden by the config.json beside the definition (when its path is known), overridden
+    by ``override`` field by field: a config file, a dict, or a BenchmarkConfig (the fields it was given)."""
+    layers: list[dict[str, Any] | BenchmarkConfig] = []
+    if definition_path is not None and (beside := definition_path.parent / CONFIG_BESIDE_DEFINITION).is_file():
+        layers.append(load_config(beside, notes))
+    if isinstance(override, (str, Path)):
+        layers.append(load_config(Path(override), notes))
+    elif isinstance(override, dict):
+        validate(BenchmarkConfig, override, "config argument", "benchmark config", notes)
+        layers.append(override)
+    elif override is not None:
+        layers.append(override)
+    return merge_configs(*layers)
+
+
+def note_definition_mismatch(definition: Definition, solution: Solution, notes: Loaded,
+                             solution_source: Path | str = "solution", definition_source: Path | str = "the definition") -> None:
+    """Upstream evaluates a solution written for another definition name; so do we, with a warning."""
+    if solution.definition != definition.name:
+        notes.warnings.append(f"{solution_source}: solution is for definition '{solution.definition}' but "
+                              f"{definition_source} defines '{definition.name}'; evaluating anyway")

@@ -7,9 +7,9 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from .base import NonEmptyString, NonNegativeInt, SchemaModel
+from .base import FieldError, NonEmptyString, NonNegativeInt, SchemaModel
 from .dtypes import DType
-from .expressions import evaluate_expression
+from .expressions import evaluate_expression, names_in
 
 
 class AxisConst(SchemaModel):
@@ -108,6 +108,32 @@ class Definition(SchemaModel):
                 for axis in spec.shape or []:
                     if not axis.isdigit() and axis not in self.axes:
                         raise ValueError(f"{kind} '{tname}' uses undefined axis '{axis}'")
+        return self
+
+    @model_validator(mode="after")
+    def _check_expressions(self) -> "Definition":
+        # At load time, so that a typo fails once with the field named instead of in every workload.
+        depends: dict[str, list[str]] = {}
+        for name, axis in self.axes.items():
+            if not isinstance(axis, AxisExpr):
+                continue
+            field = f"axes.{name}.expression"
+            try:
+                depends[name] = names_in(axis.expression)
+            except ValueError as exc:
+                raise FieldError(field, str(exc)) from None
+            unknown = [n for n in depends[name] if n not in self.axes]
+            if unknown:
+                raise FieldError(field, f"expression '{axis.expression}' uses unknown axis '{unknown[0]}' "
+                                        f"(the axes are {', '.join(self.axes)})")
+        # Expressions may use one another, but not in a cycle.
+        resolved = {n for n in self.axes if n not in depends}
+        while len(resolved) < len(self.axes):
+            ready = [n for n, uses in depends.items() if n not in resolved and set(uses) <= resolved]
+            if not ready:
+                cycle = sorted(set(depends) - resolved)
+                raise FieldError(f"axes.{cycle[0]}.expression", f"axis expressions {cycle} depend on one another in a cycle")
+            resolved.update(ready)
         return self
 
     # -- resolving shapes ---------------------------------------------------------------------

@@ -15,31 +15,47 @@ _BINARY = {
     ast.Pow: operator.pow,
 }
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, *_BINARY, *_UNARY)
+
+
+def parse_expression(expression: str) -> ast.Expression:
+    """The syntax tree of an axis expression, refused unless it is arithmetic over numbers and names."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"expression '{expression}' is not valid: {exc.msg}") from None
+    for node in ast.walk(tree):
+        is_number = isinstance(node, ast.Constant) and type(node.value) in (int, float)
+        if not (is_number or isinstance(node, _ALLOWED_NODES)):
+            raise ValueError(f"expression '{expression}' may only use numbers, axes and + - * / // % **")
+    return tree
 
 
 def names_in(expression: str) -> list[str]:
-    """Axis names an expression refers to."""
-    tree = ast.parse(expression, mode="eval")
-    return [node.id for node in ast.walk(tree) if isinstance(node, ast.Name)]
+    """Axis names an expression refers to, in order of appearance, each once."""
+    found = [node.id for node in ast.walk(parse_expression(expression)) if isinstance(node, ast.Name)]
+    return list(dict.fromkeys(found))
 
 
 def evaluate_expression(expression: str, values: dict[str, int]) -> int:
     """Integer value of an arithmetic expression over named integers; nothing else is allowed."""
 
     def walk(node: ast.AST) -> int | float:
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        # parse_expression admitted only these node kinds.
+        if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in values:
                 raise ValueError(f"expression '{expression}' uses unknown axis '{node.id}'")
             return values[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        if isinstance(node, ast.BinOp):
             return _BINARY[type(node.op)](walk(node.left), walk(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))
-        raise ValueError(f"expression '{expression}' may only use numbers, axes and + - * / // % **")
+        return _UNARY[type(node.op)](walk(node.operand))
 
-    value = walk(ast.parse(expression, mode="eval").body)
+    try:
+        value = walk(parse_expression(expression).body)
+    except ZeroDivisionError:
+        raise ValueError(f"expression '{expression}' divides by zero for axes {values}") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int):

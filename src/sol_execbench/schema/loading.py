@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .base import unknown_keys
+from .base import FieldError, UnknownKey, closest_name, unknown_keys
 from .config import BenchmarkConfig
-from .definition import Definition
+from .definition import AxisVar, Definition
 from .solution import Solution
-from .workload import Workload
+from .workload import CustomInput, Workload
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,12 +34,17 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)
 
 
-def _describe_validation(err: ValidationError, prefix: str = "") -> str:
+def _describe_validation(err: ValidationError) -> str:
     lines = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
-        where = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "(top level)")
-        lines.append(f"field '{where}': {item['msg']}")
+        loc = [str(p) for p in item["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+        message = item["msg"]
+        raised = item.get("ctx", {}).get("error")
+        if isinstance(raised, ValueError):
+            message = str(raised)  # without pydantic's "Value error, " prefix
+        if isinstance(raised, FieldError):
+            loc.append(raised.field)
+        lines.append(f"field '{'.'.join(loc)}': {message}" if loc else message)
     return "; ".join(lines)
 
 
@@ -54,7 +59,9 @@ def _read_text(path: Path) -> str:
         raise FormatError(path, "is a directory, expected a file")
     try:
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except OSError as exc:
         raise FormatError(path, f"cannot be read: {exc}") from exc
 
 
@@ -67,19 +74,46 @@ def _parse_json(text: str, path: Path, line: int | None = None) -> Any:
 
 
 def validate(model: type[M], data: Any, path: Path | str, what: str, notes: Loaded | None, prefix: str = "") -> M:
-    """Validate ``data`` as ``model``; unknown keys become warnings naming the file."""
+    """Validate ``data`` as ``model``; unknown keys become warnings naming the file.
+
+    ``prefix`` says where in the file the object is (``"line 3: "``); it leads every message.
+    """
     if not isinstance(data, dict):
-        raise FormatError(path, f"{what} must be a JSON object, got {type(data).__name__}")
+        raise FormatError(path, f"{prefix}{what} must be a JSON object, got {type(data).__name__}")
     try:
         obj = model.model_validate(data)
     except ValidationError as exc:
-        raise FormatError(path, f"not a valid {what}: {_describe_validation(exc, prefix)}") from exc
+        raise FormatError(path, f"{prefix}not a valid {what}: {_describe_validation(exc)}") from None
     if notes is not None:
-        for unknown in unknown_keys(obj):
-            loc = f"{prefix}{unknown.location}".rstrip(".")
-            shown = type(unknown)(loc, unknown.key, unknown.suggestion)
-            notes.warnings.append(f"{path}: {shown.describe()}")
+        notes.warnings.extend(f"{path}: {prefix}{unknown.describe()}" for unknown in unknown_keys(obj))
     return obj
+
+
+def check_workload(definition: Definition, workload: Workload, path: Path | str, notes: Loaded | None,
+                   prefix: str = "") -> None:
+    """Cross-check a workload against its definition (``path`` and ``prefix`` as for ``validate``).
+
+    Var axes it gives no value for, and custom inputs without a ``custom_inputs_entrypoint``, are
+    errors. Axis and input names the definition does not have are warnings, since the file is
+    otherwise valid: such an input is ignored and the real one silently made random.
+    """
+    unknown_axes = [a for a in workload.axes if a not in definition.axes]
+    missing = [a for a, spec in definition.axes.items() if isinstance(spec, AxisVar) and a not in workload.axes]
+    if missing:
+        hint = f" (it gives {unknown_axes}, which the definition does not have)" if unknown_axes else ""
+        raise FormatError(path, f"{prefix}workload '{workload.uuid}' gives no value for axes {missing}{hint}")
+    if any(isinstance(i, CustomInput) for i in workload.inputs.values()) and not definition.custom_inputs_entrypoint:
+        raise FormatError(path, f"{prefix}workload '{workload.uuid}' has custom inputs but the definition has no "
+                                "custom_inputs_entrypoint")
+    if notes is None:
+        return
+    axes_left = [a for a in definition.axes if a not in workload.axes]
+    inputs_left = [n for n in definition.inputs if n not in workload.inputs]
+    unknown = [UnknownKey("axes", a, closest_name(a, axes_left), f"definition '{definition.name}' has no such axis")
+               for a in unknown_axes]
+    unknown += [UnknownKey("inputs", n, closest_name(n, inputs_left), f"definition '{definition.name}' has no such input")
+                for n in workload.inputs if n not in definition.inputs]
+    notes.warnings.extend(f"{path}: {prefix}{u.describe()}" for u in unknown)
 
 
 def load_definition(path: Path | str, notes: Loaded | None = None) -> Definition:
@@ -87,8 +121,8 @@ def load_definition(path: Path | str, notes: Loaded | None = None) -> Definition
     return validate(Definition, _parse_json(_read_text(path), path), path, "definition", notes)
 
 
-def load_workloads(path: Path | str, notes: Loaded | None = None) -> list[Workload]:
-    """A JSONL file, one workload per line (blank lines skipped)."""
+def load_workloads(path: Path | str, notes: Loaded | None = None, definition: Definition | None = None) -> list[Workload]:
+    """A JSONL file, one workload per line (blank lines skipped); checked against ``definition`` if given."""
     path = Path(path)
     workloads: list[Workload] = []
     seen: set[str] = set()
@@ -97,6 +131,8 @@ def load_workloads(path: Path | str, notes: Loaded | None = None) -> list[Worklo
             continue
         data = _parse_json(line, path, number)
         wl = validate(Workload, data, path, "workload", notes, prefix=f"line {number}: ")
+        if definition is not None:
+            check_workload(definition, wl, path, notes, prefix=f"line {number}: ")
         if wl.uuid in seen:
             raise FormatError(path, f"line {number}: workload uuid '{wl.uuid}' appears twice")
         seen.add(wl.uuid)
@@ -118,7 +154,10 @@ def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
                     raise FormatError(
                         path, f"field 'sources.{i}.content' is empty and {beside} does not exist to fill it"
                     )
-                src["content"] = beside.read_text(encoding="utf-8")
+                try:
+                    src["content"] = _read_text(beside)
+                except FormatError as exc:
+                    raise FormatError(path, f"field 'sources.{i}.content' is empty and {beside} {exc.message}") from None
     return validate(Solution, data, path, "solution", notes)
 
 
