@@ -126,6 +126,7 @@ def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Pat
 @pytest.mark.parametrize("flag,value,words", [
     ("--device", "bogus", "'bogus' is not a device"),
     ("--device", "cuda:x", "'cuda:x' is not a device"),
+    ("--device", "cuda:hip:3", "'cuda:hip:3' is not a device"),
     ("--timeout", "-5", "--timeout"),
     ("--timeout", "0", "--timeout"),
     ("--compile-timeout", "0", "--compile-timeout"),

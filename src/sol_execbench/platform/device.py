@@ -37,17 +37,15 @@ def parse_device_spec(spec: str | None) -> tuple[str, int | None]:
     """``None``/"auto" -> first GPU or CPU; "cpu"; "3" or "cuda:3" or "hip:3" -> GPU 3."""
     if spec is None or spec in ("", "auto"):
         return "auto", None
-    spec = spec.strip().lower()
-    if spec == "cpu":
+    given = spec.strip().lower()
+    if given == "cpu":
         return "cpu", None
-    for prefix in ("cuda:", "hip:", "rocm:", "gpu:"):
-        if spec.startswith(prefix):
-            spec = spec[len(prefix) :]
-    if spec in ("cuda", "hip", "rocm", "gpu"):
+    if given in ("cuda", "hip", "rocm", "gpu"):
         return "gpu", 0
-    if not spec.isdigit():
+    kind, _, index = given.rpartition(":")
+    if kind not in ("", "cuda", "hip", "rocm", "gpu") or not index.isdigit():
         raise ValueError(f"device '{spec}' is not 'cpu', 'auto', an index or 'cuda:N'")
-    return "gpu", int(spec)
+    return "gpu", int(index)
 
 
 def vendor_hint() -> str:

@@ -135,7 +135,8 @@ def host_memory_bytes() -> int | None:
         pass
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
-            raw = open(path).read().strip()
+            with open(path) as fh:
+                raw = fh.read().strip()
         except OSError:
             continue
         if raw.isdigit() and (total is None or int(raw) < total):
