@@ -174,3 +174,13 @@ def test_table_shows_the_whole_note(tmp_path: Path):
     # The table wraps the note over several lines, between cell borders.
     text = "".join(console.export_text().replace("│", " ").split())
     assert "".join(hint.split()) in text
+
+
+def test_verbose_shows_staging_details_and_the_childs_output(problem: Path, cpu_timing):
+    sol = json.loads((problem / "solution.json").read_text())
+    sol["sources"][0]["content"] = "print('hello from the solution')\n" + sol["sources"][0]["content"]
+    (problem / "solution.json").write_text(json.dumps(sol))
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32", "-v", "--no-warm-pool")
+    assert result.exit_code == 0, result.output
+    assert "staging directory:" in result.output and "staged 1 solution file(s)" in result.output
+    assert "hello from the solution" in result.output and "staging directory removed" in result.output

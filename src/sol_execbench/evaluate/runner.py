@@ -101,6 +101,7 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
     options = options or EvalOptions()
     state = _State(definition, solution, options)
     staging = Path(tempfile.mkdtemp(prefix="sol-execbench-"))
+    _staging_note(options, f"staging directory: {staging}")
     try:
         _run(state, workloads, config, staging)
     finally:
@@ -108,7 +109,14 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
             options.warnings.append(f"staging directory kept: {staging}")
         else:
             shutil.rmtree(staging, ignore_errors=True)
+            _staging_note(options, f"staging directory removed: {staging} (--keep-staging keeps it)")
     return [state.traces[w.uuid] for w in workloads]
+
+
+def _staging_note(opts: EvalOptions, text: str) -> None:
+    """-v: staging details, through the same callback as the child's output."""
+    if opts.on_log:
+        opts.on_log(f"[sol-execbench] {text}")
 
 
 def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, staging: Path) -> None:
@@ -121,6 +129,9 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         return
     source_dir = staging / "solution"
     write_sources(state.solution, source_dir)
+    staged = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob("*") if p.is_file())
+    _staging_note(opts, f"staged {len(staged)} solution file(s) in {source_dir}: {', '.join(staged[:20])}"
+                        f"{' ...' if len(staged) > 20 else ''}")
     began = time.monotonic()
     try:
         outcome = builder_for(state.solution).prepare(state.solution, source_dir, vendor=vendor_hint(),
@@ -129,6 +140,9 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         for w in workloads:
             state.fail(w, exc.status, exc.message)
         return
+    if outcome.cached is not None:
+        _staging_note(opts, f"build: {'build cache hit' if outcome.cached else 'compiled'} in "
+                            f"{outcome.build_time_s:.2f} s")
     job: dict[str, Any] = {
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
