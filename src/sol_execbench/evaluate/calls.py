@@ -63,12 +63,45 @@ class Context:
         return torch.device(self.device.torch_device)
 
 
-class Verdict(Exception):
-    """Ends a workload early with a status and message."""
+@dataclass
+class FailureEvidence:
+    """What reproduces one failing call; a Verdict carrying it is written out by ``--dump-failures``.
 
-    def __init__(self, status: S, message: str, correctness: Correctness | None = None):
+    ``seed`` is the seed the inputs were made from (``seed_all(seed)`` then ``make_inputs``), or
+    None when they came from a secret seed: the dumped input tensors are then the only record.
+    ``solution_outputs`` / ``reference_outputs`` are None when that side produced nothing.
+    """
+
+    inputs: list[Any]
+    solution_outputs: list[Any] | None = None
+    reference_outputs: list[Any] | None = None
+    seed: int | None = None
+    where: str = ""  # which call failed, e.g. "correctness round 3", "audited timed call 7 of 50"
+    worst_output: str | None = None
+    worst_index: list[int] | None = None
+    round_index: int | None = None  # the correctness round, when it was one
+
+    @classmethod
+    def from_check(cls, check: "OutputCheck", inputs: list[Any], solution_outputs: list[Any] | None,
+                   reference_outputs: list[Any] | None, *, seed: int | None, where: str,
+                   round_index: int | None = None) -> "FailureEvidence":
+        """Evidence for a failed ``compare_outputs``: the worst element of the failing output, if numerical."""
+        worst_output = worst_index = None
+        if check.status is S.INCORRECT_NUMERICAL and check.comparisons:
+            worst_output, comp = check.comparisons[-1]  # the comparison that failed ends the list
+            worst_index = comp.worst_index
+        elif check.name is not None:
+            worst_output = check.name
+        return cls(inputs, solution_outputs, reference_outputs, seed, where, worst_output, worst_index, round_index)
+
+
+class Verdict(Exception):
+    """Ends a workload early with a status and message; ``evidence``, when given, is dumped."""
+
+    def __init__(self, status: S, message: str, correctness: Correctness | None = None,
+                 evidence: FailureEvidence | None = None):
         super().__init__(message)
-        self.status, self.message, self.correctness = status, message, correctness
+        self.status, self.message, self.correctness, self.evidence = status, message, correctness, evidence
 
 
 def round_seed(base: int, uuid: str, round_index: int) -> int:
@@ -113,9 +146,32 @@ def reference_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> list[
     try:
         result = ctx.reference_fn(*args)
         sync(ctx.device)
-        return normalize_result(ctx, result)
+        outputs = normalize_result(ctx, result)
     except Exception as exc:
         raise Verdict(S.INVALID_REFERENCE, f"reference run() failed: {exc}\n{traceback.format_exc()}") from exc
+    mismatches = reference_mismatches(ctx.definition, outputs, axes)
+    if mismatches:
+        # The solution is judged against the reference's answer: one that contradicts the
+        # definition would otherwise be blamed on the solution as a shape or dtype error.
+        raise Verdict(S.INVALID_REFERENCE, "the reference's output does not match the definition: "
+                                           + "; ".join(mismatches))
+    return outputs
+
+
+def reference_mismatches(definition: Definition, outputs: list[Any], axes: dict[str, int]) -> list[str]:
+    """How the reference's outputs differ from the definition's declared outputs (type, shape, dtype)."""
+    found = []
+    for (name, spec), value in zip(definition.outputs.items(), outputs):
+        if not isinstance(value, torch.Tensor):
+            found.append(f"output '{name}' is a {type(value).__name__}, not a tensor")
+            continue
+        shape = definition.shape_of(spec, axes) or ()  # a declared Python scalar arrives as a 0-d tensor
+        if tuple(value.shape) != shape:
+            found.append(f"output '{name}' has shape {tuple(value.shape)}, the definition declares {shape}")
+        dtype = torch_dtype(spec.dtype)
+        if value.dtype != dtype:
+            found.append(f"output '{name}' has dtype {value.dtype}, the definition declares {dtype}")
+    return found
 
 
 def solution_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> tuple[list[Any], guards.GuardedOutputs | None]:

@@ -38,23 +38,38 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return index[::-1]
 
 
+def _non_finite_reason(x_bad: torch.Tensor, y_bad: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> str:
+    """Which side holds the NaN or Inf: a reference that produces one is named, not the solution."""
+    parts = []
+    for bad, values, side in ((y_bad, y, "the reference output"), (x_bad, x, "the solution's output")):
+        if bool(bad.any()):
+            kind = "NaN" if bool(torch.isnan(values[bad]).any()) else "Inf"
+            parts.append(f"{kind} in {side}")
+    return "; ".join(parts)
+
+
 def compare(output: torch.Tensor, reference: torch.Tensor, tol: ToleranceSpec) -> Comparison:
     x, y = _as_float(output), _as_float(reference)
     x_bad, y_bad = ~torch.isfinite(x), ~torch.isfinite(y)
+    both_neg_inf = None
     if tol.allow_negative_inf:
         both_neg_inf = (x == float("-inf")) & (y == float("-inf"))
         x_bad, y_bad = x_bad & ~both_neg_inf, y_bad & ~both_neg_inf
-    else:
-        both_neg_inf = None
     if bool(x_bad.any()) or bool(y_bad.any()):
         has_nan = bool(torch.isnan(x).any()) or bool(torch.isnan(y).any())
-        where = "reference" if bool(y_bad.any()) and not bool(x_bad.any()) else "output"
-        return Comparison(Correctness(has_nan=has_nan, has_inf=not has_nan), True, 0.0,
-                          reason=f"{'NaN' if has_nan else 'Inf'} in the {where}")
-    if both_neg_inf is not None:
-        keep = ~both_neg_inf
-        x, y = x[keep], y[keep]
-    if x.numel() == 0:
+        first_bad = x_bad | y_bad
+        where = _unravel(int(first_bad.flatten().to(torch.uint8).argmax()), tuple(first_bad.shape))
+        return Comparison(Correctness(has_nan=has_nan, has_inf=not has_nan), True, 0.0, where,
+                          reason=_non_finite_reason(x_bad, y_bad, x, y))
+    counted = x.numel()
+    if both_neg_inf is not None and bool(both_neg_inf.any()):
+        # Zero both sides where both are -inf, rather than selecting the other elements: those
+        # positions then match exactly and every index stays in the output's own coordinates.
+        x, y = x.masked_fill(both_neg_inf, 0.0), y.masked_fill(both_neg_inf, 0.0)
+        counted -= int(both_neg_inf.sum())
+    else:
+        both_neg_inf = None
+    if counted == 0:
         return Comparison(Correctness(), False)
     ref_norm = float(torch.linalg.vector_norm(y))
     if ref_norm > 0 and float(torch.linalg.vector_norm(x)) == 0:
@@ -62,11 +77,11 @@ def compare(output: torch.Tensor, reference: torch.Tensor, tol: ToleranceSpec) -
                           reason="output is all zeros where the reference is not")
     abs_err = (x - y).abs()
     exceeds = abs_err > (tol.max_atol + tol.max_rtol * y.abs())
-    matched = 1.0 - float(exceeds.sum()) / abs_err.numel()
+    matched = 1.0 - float(exceeds.sum()) / counted  # matching -inf positions are not counted
     max_abs = float(abs_err.max())
     max_rel = float((abs_err / y.abs().clamp(min=tol.max_atol)).max())
-    flat_worst = int(abs_err.argmax())
-    worst = _unravel(flat_worst, tuple(abs_err.shape))
+    ranked = abs_err if both_neg_inf is None else abs_err.masked_fill(both_neg_inf, -1.0)  # never point at a -inf
+    worst = _unravel(int(ranked.argmax()), tuple(abs_err.shape))
     failed = matched < tol.required_matched_ratio
     reason = f"matched ratio {matched:.4f} < required {tol.required_matched_ratio}" if failed else None
     if tol.max_error_cap is not None and max_abs > tol.max_error_cap:

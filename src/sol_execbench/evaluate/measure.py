@@ -35,8 +35,8 @@ from sol_execbench.platform.host import host_loaded
 from sol_execbench.schema import CustomInput, EvaluationStatus as S, Performance, RandomInput, Workload
 
 from . import guards, host_recheck
-from .calls import (Context, Verdict, check_integrity, clone_values, compare_outputs, normalize_result,
-                    output_problems, reference_call, round_seed, solution_call)
+from .calls import (Context, FailureEvidence, Verdict, check_integrity, clone_values, compare_outputs,
+                    normalize_result, output_problems, reference_call, round_seed, solution_call)
 from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
@@ -351,25 +351,28 @@ def _check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: 
     check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
     if check.status is None:
         return
+    # For --dump-failures: the audited inputs (a secret seed: the tensors are the only record).
+    evidence = (FailureEvidence.from_check(check, clone_values(audit.values), sol_out, ref_out, seed=None, where=where)
+                if ctx.dump_dir else None)
     if not _correct_untimed(ctx, workload, axes, _round_zero_inputs(ctx, workload, blobs)):
         raise Verdict(S.REWARD_HACK, f"{where}: {check.message}; re-run after timing, the solution now fails inputs it "
-                                     "passed in the correctness rounds: it stops computing once timed")
+                                     "passed in the correctness rounds: it stops computing once timed", evidence=evidence)
     if _correct_untimed(ctx, workload, axes, clone_values(audit.values)):
         raise Verdict(S.REWARD_HACK, f"{where}: {check.message}; the same inputs pass when re-run untimed: the "
-                                     "solution computes differently when timed")
+                                     "solution computes differently when timed", evidence=evidence)
     if audit.scaled:
-        _judge_scaled_audit(ctx, workload, axes, sol_out, ref_out, original, where, check.message, warnings)
+        _judge_scaled_audit(ctx, workload, axes, sol_out, ref_out, original, where, check.message, warnings, evidence)
         return
     for name, comp in check.comparisons:
         tally.add(name, comp)
     correctness = tally.result() if check.status is S.INCORRECT_NUMERICAL else None
     raise Verdict(check.status, f"{where}: {check.message} (fresh inputs; wrong again when re-run untimed)",
-                  correctness)
+                  correctness, evidence)
 
 
 def _judge_scaled_audit(ctx: Context, workload: Workload, axes: dict[str, int], sol_out: list[Any],
                         ref_scaled: list[Any], original: list[Any], where: str, mismatch: str,
-                        warnings: list[str]) -> None:
+                        warnings: list[str], evidence: FailureEvidence | None) -> None:
     """A solution wrong on scaled-down inputs, timed and untimed. Returning the answer to the
     workload's own inputs (where the two answers differ) is a stale answer: REWARD_HACK. Otherwise
     the scaled inputs, which the workload never asked about, may break an assumption the solution
@@ -379,7 +382,7 @@ def _judge_scaled_audit(ctx: Context, workload: Workload, axes: dict[str, int], 
     if answers_differ and compare_outputs(ctx, workload.tolerance, sol_out, ref_original).status is None:
         raise Verdict(S.REWARD_HACK, f"{where}: on the workload's inputs with their floats scaled down it returned "
                                      "the answer to the workload's own inputs: it does not compute on the inputs it "
-                                     "is given")
+                                     "is given", evidence=evidence)
     warnings.append(f"{where}: wrong on the workload's inputs with their floats scaled down, timed and untimed "
                     f"({mismatch.splitlines()[0]}); not a verdict: the workload's own inputs passed")
 

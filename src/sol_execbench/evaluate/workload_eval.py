@@ -12,15 +12,15 @@ import torch
 from sol_execbench.schema import (Correctness, DeviceRecord, Evaluation, EvaluationStatus as S, Performance, Trace,
                                   Workload)
 
-from .calls import (Context, Verdict, checked_solution_call, clone_values, compare_outputs, reference_call,
-                    round_seed)
+from .calls import (Context, FailureEvidence, Verdict, checked_solution_call, clone_values, compare_outputs,
+                    reference_call, round_seed)
 from .correctness import RoundTally
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
 from .phases import phase
 
-__all__ = ["Context", "Verdict", "evaluate_workload", "make_trace", "round_seed"]
+__all__ = ["Context", "FailureEvidence", "Verdict", "evaluate_workload", "make_trace", "round_seed"]
 
 
 def make_trace(ctx: Context, workload: Workload, status: S, log: str = "", correctness: Correctness | None = None,
@@ -47,6 +47,8 @@ def evaluate_workload(ctx: Context, workload: Workload) -> Trace:
         performance, notes = measure_workload(ctx, workload, blobs, inputs, axes, tally, warnings)
         return make_trace(ctx, workload, S.PASSED, "\n".join(notes), tally.result(), performance, warnings)
     except Verdict as v:
+        if v.evidence is not None:
+            _dump(ctx, workload, v, warnings)
         return make_trace(ctx, workload, v.status, v.message, v.correctness, warnings=warnings)
     except InputError as exc:
         return make_trace(ctx, workload, S.RUNTIME_ERROR, f"inputs could not be made: {exc}", warnings=warnings)
@@ -59,42 +61,70 @@ def evaluate_workload(ctx: Context, workload: Workload) -> Trace:
 
 def _correctness_rounds(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
                         axes: dict[str, int]) -> tuple[RoundTally, list[Any]]:
-    cfg = ctx.config
     tally = RoundTally()
     inputs: list[Any] = []
-    for round_index in range(cfg.correctness_rounds):
-        seed = round_seed(cfg.seed, workload.uuid, round_index)
-        seed_all(seed)
-        inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
-        kept = clone_values(inputs) if ctx.dump_dir else None
-        began = time.perf_counter()
-        sol_out, pristine = checked_solution_call(ctx, inputs, axes)
-        if ctx.jit_pending:  # the first call carries Triton/DSL JIT compilation
-            ctx.build.jit_time_s = round(time.perf_counter() - began, 6)
-            ctx.jit_pending = False
-        ref_out = reference_call(ctx, pristine, axes)  # only now: its answer never coexists with the solution's call
-        del pristine
-        tally.rounds = round_index + 1
-        check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
-        for name, comp in check.comparisons:
-            tally.add(name, comp)
-        if check.status is not None:
-            worst = check.comparisons[-1][1] if check.status is S.INCORRECT_NUMERICAL else None
-            _dump(ctx, workload, seed, round_index, kept, sol_out, ref_out, check.message, check.name,
-                  worst.worst_index if worst else None)
-            correctness = tally.result() if check.status is S.INCORRECT_NUMERICAL else None
-            raise Verdict(check.status, f"round {round_index}: {check.message}", correctness)
-        del ref_out, sol_out
+    for round_index in range(ctx.config.correctness_rounds):
+        inputs = _correctness_round(ctx, workload, blobs, axes, tally, round_index)
     return tally, inputs
 
 
-def _dump(ctx: Context, workload: Workload, seed: int, round_index: int, inputs: list[Any] | None,
-          sol_out: list[Any], ref_out: list[Any], reason: str | None, worst_output: str | None = None,
-          worst_index: list[int] | None = None) -> None:
-    if ctx.dump_dir is None or inputs is None:
+def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+                       tally: RoundTally, round_index: int) -> list[Any]:
+    """One round on fresh inputs; returns them. A failure is a Verdict, with evidence under --dump-failures."""
+    seed = round_seed(ctx.config.seed, workload.uuid, round_index)
+    seed_all(seed)
+    inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
+    kept = clone_values(inputs) if ctx.dump_dir else None  # as made: the solution may still write to them
+    where = f"correctness round {round_index}"
+    began = time.perf_counter()
+    try:
+        sol_out, pristine = checked_solution_call(ctx, inputs, axes)
+    except Verdict as v:
+        if kept is not None and v.evidence is None:
+            # The solution produced nothing usable: the inputs and what it should have returned.
+            v.evidence = FailureEvidence(kept, None, _reference_for_evidence(ctx, kept, axes), seed, where,
+                                         round_index=round_index)
+        raise
+    if ctx.jit_pending:  # the first call carries Triton/DSL JIT compilation
+        ctx.build.jit_time_s = round(time.perf_counter() - began, 6)
+        ctx.jit_pending = False
+    try:
+        ref_out = reference_call(ctx, pristine, axes)  # only now: its answer never coexists with the solution's call
+    except Verdict as v:
+        if kept is not None and v.evidence is None:
+            v.evidence = FailureEvidence(kept, sol_out, None, seed, where, round_index=round_index)
+        raise
+    del pristine
+    tally.rounds = round_index + 1
+    check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
+    for name, comp in check.comparisons:
+        tally.add(name, comp)
+    if check.status is not None:
+        evidence = None
+        if kept is not None:
+            evidence = FailureEvidence.from_check(check, kept, sol_out, ref_out, seed=seed, where=where,
+                                                  round_index=round_index)
+        correctness = tally.result() if check.status is S.INCORRECT_NUMERICAL else None
+        raise Verdict(check.status, f"round {round_index}: {check.message}", correctness, evidence)
+    return inputs
+
+
+def _reference_for_evidence(ctx: Context, inputs: list[Any], axes: dict[str, int]) -> list[Any] | None:
+    """The reference's outputs on a copy of ``inputs``, for a dump only: None if it cannot give them
+    (a device left broken by the solution, a failing reference); the verdict stays the solution's."""
+    try:
+        return reference_call(ctx, clone_values(inputs), axes)
+    except Exception:
+        return None
+
+
+def _dump(ctx: Context, workload: Workload, verdict: Verdict, warnings: list[str]) -> None:
+    if ctx.dump_dir is None or verdict.evidence is None:
         return
     try:
-        dump_failure(ctx.dump_dir, ctx.definition, ctx.solution_name, workload, seed, round_index, inputs,
-                     sol_out, ref_out, reason, worst_output, worst_index)
+        dump_failure(ctx.dump_dir, ctx.definition, ctx.solution_name, workload, verdict.status, verdict.message,
+                     verdict.evidence)
     except Exception as exc:  # a dump must never change the verdict
-        ctx.warnings.append(f"--dump-failures could not write: {exc}")
+        # This workload's own warnings, not the run's (ctx.warnings): those go on every later trace.
+        warnings.append(f"--dump-failures {ctx.dump_dir}: the failure of workload {workload.uuid} could not be "
+                        f"written ({type(exc).__name__}: {exc}); the verdict is unaffected")
