@@ -107,3 +107,15 @@ def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path,
     os.makedirs(os.path.dirname(cached))
     open(cached, "wb").close()
     assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
+
+
+def test_an_edited_source_changes_the_pool_fingerprint(tmp_path):
+    from sol_execbench.evaluate.warm_pool import source_stamp
+
+    (tmp_path / "pkg").mkdir()
+    module = tmp_path / "pkg" / "mod.py"
+    module.write_text("x = 1\n")
+    before = source_stamp(tmp_path)
+    assert source_stamp(tmp_path) == before
+    module.write_text("x = 22\n")
+    assert source_stamp(tmp_path) != before

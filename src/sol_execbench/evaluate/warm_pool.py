@@ -54,12 +54,27 @@ def server_socket_path(device: str | None) -> Path:
     return runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.sock"
 
 
+def source_stamp(root: Path) -> str:
+    """Names, sizes and modification times of the Python sources under ``root``: a pool started
+    before the package's code was edited (an editable install) must not hand out processes that
+    imported the old code."""
+    entries = []
+    for path in sorted(root.rglob("*.py")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        entries.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+
+
 def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
     from .process import ALLOC_CONF
 
     values = {name: env.get(name) for name in STARTUP_ENV}
     values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
-    payload = json.dumps({"python": sys.executable, "package": sol_execbench.__file__,
+    package_dir = Path(sol_execbench.__file__).parent
+    payload = json.dumps({"python": sys.executable, "package": str(package_dir), "sources": source_stamp(package_dir),
                           "version": sol_execbench.__version__, "device": device or "auto", "env": values},
                          sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
