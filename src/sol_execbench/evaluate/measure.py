@@ -211,8 +211,8 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     phase(f"  {workload.uuid}: solution timed")
     for audit in audits:
         _check_audit(ctx, workload, axes, blobs, audit, tally, bank[0], warnings)
-    _check_content_cache(sol, audits, distinct_sets=min(fresh.input_sets, distinct_contents(bank)),
-                         calls=cfg.warmup_runs + cfg.iterations)
+    _check_content_cache(ctx, workload, blobs, axes, bank, sol, audits, warnings,
+                         distinct_sets=min(fresh.input_sets, distinct_contents(bank)))
     if host_recheck.applies(sol):
         known = len(sol.warnings)
         host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev)
@@ -387,24 +387,69 @@ def _judge_scaled_audit(ctx: Context, workload: Workload, axes: dict[str, int], 
                     f"({mismatch.splitlines()[0]}); not a verdict: the workload's own inputs passed")
 
 
-def _check_content_cache(sol: Measurement, audits: list[AuditSet], distinct_sets: int, calls: int) -> None:
-    """Where the ``calls`` (warm-up and timed) repeat input contents (``distinct_sets`` fewer),
-    audited calls (contents never seen) that are all much slower than the rest mean the solution
-    skips work on contents it has seen before."""
+def _slower_when_new(seen_ms: list[float], new_ms: list[float], floor_ms: float) -> tuple[float, float] | None:
+    """(fastest new, median seen) when every call on new contents was much slower, else None."""
+    if not new_ms or len(seen_ms) < 3:
+        return None
+    typical, fastest_new = statistics.median(seen_ms), min(new_ms)
+    if fastest_new > CACHE_RATIO * typical and fastest_new - typical > floor_ms:
+        return fastest_new, typical
+    return None
+
+
+def _check_content_cache(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+                         bank: list[list[Any]], sol: Measurement, audits: list[AuditSet], warnings: list[str],
+                         distinct_sets: int) -> None:
+    """Where the warm-up and timed calls repeat input contents (``distinct_sets`` fewer than the
+    calls), audited calls (contents never seen) that are all much slower than the rest mean the
+    solution skips work on contents it has seen before. A second look without the profiler,
+    seen and new contents alternating, must agree before it is a verdict: one slow moment of a
+    busy host must not make an honest solution a cheat."""
+    cfg = ctx.config
     audited = {a.keeper.call_index for a in audits if a.keeper is not None and a.distinct}
-    if distinct_sets >= calls or not audited or not sol.call_indices:
+    if distinct_sets >= cfg.warmup_runs + cfg.iterations or not audited or not sol.call_indices:
         return
     mine = [t for t, c in zip(sol.times_ms, sol.call_indices) if c in audited]
     rest = [t for t, c in zip(sol.times_ms, sol.call_indices) if c not in audited]
-    if not mine or len(rest) < 3:
-        return
-    typical, fastest_audited = statistics.median(rest), min(mine)
     floor = CACHE_FLOOR_HOST_MS if sol.host_bound or sol.method == "cpu" else CACHE_FLOOR_DEVICE_MS
-    if fastest_audited > CACHE_RATIO * typical and fastest_audited - typical > floor:
-        raise Verdict(S.REWARD_HACK, f"the {len(mine)} audited timed call(s), on input contents no other call had, took "
-                                     f"{fastest_audited:.4f} ms or more against a median of {typical:.4f} ms for the "
-                                     f"calls that repeat the {distinct_sets} input set(s) of the bank: the solution "
-                                     "is fast only on contents it has seen before (a cache keyed by input contents)")
+    found = _slower_when_new(rest, mine, floor)
+    if found is None:
+        return
+    timed_text = (f"the {len(mine)} audited timed call(s), on input contents no other call had, took {found[0]:.4f} ms "
+                  f"or more against a median of {found[1]:.4f} ms for the calls that repeat the {distinct_sets} input "
+                  "set(s) of the bank")
+    seen_ms, new_ms = _seen_and_new_untimed(ctx, workload, blobs, axes, bank, warnings)
+    again = _slower_when_new(seen_ms, new_ms, CACHE_FLOOR_HOST_MS if sol.host_bound else CACHE_FLOOR_DEVICE_MS)
+    if again is None:
+        warnings.append(f"{timed_text}; re-checked without the profiler ({len(new_ms)} calls on new contents, "
+                        f"{len(seen_ms)} on seen ones), which did not repeat it: no verdict")
+        return
+    raise Verdict(S.REWARD_HACK, f"{timed_text}; re-checked without the profiler, new contents {again[0]:.4f} ms or "
+                                 f"more against {again[1]:.4f} ms for seen ones: the solution is fast only on contents "
+                                 "it has seen before (a cache keyed by input contents)")
+
+
+CACHE_RECHECK_PAIRS = 5
+
+
+def _seen_and_new_untimed(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+                          bank: list[list[Any]], warnings: list[str]) -> tuple[list[float], list[float]]:
+    """Unprofiled calls alternating between a bank set (contents the solution has seen, at a new
+    address) and a set with contents no call has had (made as the audit sets are): wall ms of each."""
+    seen, new = [], []
+    try:
+        for k in range(CACHE_RECHECK_PAIRS):
+            outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
+            _, ms = host_recheck.timed_call(ctx.solution_fn, clone_values(bank[k % len(bank)]) + outputs, ctx.flusher,
+                                            ctx.device)
+            seen.append(ms)
+            fresh = AuditSet.make(ctx, workload, blobs, axes, bank[0], ordinal=AUDITED_CALLS + k)
+            _, ms = host_recheck.timed_call(ctx.solution_fn, fresh.values + fresh.outputs, ctx.flusher, ctx.device)
+            new.append(ms)
+    except Exception as exc:  # noqa: BLE001  (it passed every timed call: a failure here is not a verdict)
+        warnings.append(f"the content-cache re-check stopped: the solution raised {type(exc).__name__}: {exc}")
+    check_integrity(ctx)
+    return seen, new
 
 
 def _round_zero_inputs(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]) -> list[Any]:
