@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.platform.host import kill_session, session_processes, use_bytecode_cache
+from sol_execbench.platform.host import SessionWatch, kill_session, use_bytecode_cache
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
 
@@ -34,11 +34,11 @@ class ChildRun:
     warm: bool = False  # the child came from the warm pool
 
 
-def _session_rss_bytes(session_id: int) -> int:
+def _session_rss_bytes(watch: SessionWatch) -> int:
     """Resident memory of every process in the child's session (the child and what it spawned)."""
     total = 0
     page = os.sysconf("SC_PAGE_SIZE")
-    for pid in session_processes(session_id):
+    for pid in watch.members():
         try:
             with open(f"/proc/{pid}/statm") as fh:
                 total += int(fh.read().split()[1]) * page
@@ -135,13 +135,14 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
     reader.start()
     deadline = began + timeout_s
+    session = SessionWatch(proc.pid)
     while proc.poll() is None:
         if time.monotonic() > deadline:
             run.timed_out = True
             _kill_session(proc)
             break
         if memory_limit_bytes:
-            rss = _session_rss_bytes(proc.pid)
+            rss = _session_rss_bytes(session)
             if rss > memory_limit_bytes:
                 run.memory_exceeded_bytes = rss
                 _kill_session(proc)

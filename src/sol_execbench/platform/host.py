@@ -83,16 +83,57 @@ def process_table() -> dict[int, ProcessInfo]:
     except OSError:
         return found
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            found[int(entry)] = ProcessInfo(int(entry), int(fields[1]), int(fields[3]), fields[0].decode(),
-                                            (int(fields[11]) + int(fields[12])) * 1000.0 / CLK_TCK)
-        except (OSError, IndexError, ValueError):
-            continue
+        if entry.isdigit() and (info := _read_stat(int(entry))) is not None:
+            found[info.pid] = info
     return found
+
+
+def _read_stat(pid: int) -> ProcessInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return ProcessInfo(pid, int(fields[1]), int(fields[3]), fields[0].decode(),
+                           (int(fields[11]) + int(fields[12])) * 1000.0 / CLK_TCK)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class SessionWatch:
+    """The live processes of one session, polled often and cheaply.
+
+    A full ``process_table`` reads every process's stat file (15 ms with 80 processes on a loaded
+    two-core machine: a 50 ms poll cost a third of a core). Here each poll lists /proc and reads
+    the stat file only of processes it has not seen yet, and again of the session's members (to
+    see them leave or die); a process's session only changes by ``setsid``, which the members'
+    re-read catches. Every ``refresh_s`` all stat files are read again, in case a pid was reused."""
+
+    def __init__(self, session_id: int, refresh_s: float = 2.0):
+        self.session_id, self.refresh_s = session_id, refresh_s
+        self._sessions: dict[int, int] = {}  # pid -> session, for every pid seen
+        self._refreshed = 0.0
+
+    def members(self) -> list[int]:
+        try:
+            pids = {int(e) for e in os.listdir("/proc") if e.isdigit()}
+        except OSError:
+            return []
+        now = time.monotonic()
+        if now - self._refreshed > self.refresh_s:
+            self._sessions, self._refreshed = {}, now
+        self._sessions = {pid: sid for pid, sid in self._sessions.items() if pid in pids}
+        found = []
+        for pid in pids:
+            known = self._sessions.get(pid)
+            if known is not None and known != self.session_id:
+                continue
+            info = _read_stat(pid)
+            if info is None:
+                self._sessions.pop(pid, None)
+                continue
+            self._sessions[pid] = info.session
+            if info.session == self.session_id and info.state not in ("Z", "X"):
+                found.append(pid)
+        return found
 
 
 def session_processes(session_id: int) -> list[int]:
