@@ -229,3 +229,20 @@ def test_nan_in_the_reference_is_named_as_the_reference_output():
     out[1] = float("inf")
     reason = compare(out, torch.ones(8), ToleranceSpec()).reason
     assert "Inf in the solution's output" in reason and "reference" not in reason
+
+
+def test_the_clock_record_goes_into_the_traces_environment(tmp_path: Path):
+    from sol_execbench.evaluate.workload_eval import make_trace
+    from sol_execbench.schema import ClockRecord, EvaluationStatus
+
+    class Clocks:
+        def record_for(self, uuid: str) -> ClockRecord:
+            return ClockRecord(source="nvml", other_processes=[7] if uuid == "w0" else None)
+
+    ctx = _context(tmp_path, ADD)
+    ctx.clocks = Clocks()
+    trace = make_trace(ctx, _workload(), EvaluationStatus.RUNTIME_ERROR, "stopped")
+    env = trace.evaluation.environment
+    assert env.hardware == "cpu" and env.clocks.source == "nvml" and env.clocks.other_processes == [7]
+    assert ctx.environment.clocks is None  # one record per workload, the shared environment untouched
+    assert "clocks" not in trace.evaluation.model_dump()

@@ -27,11 +27,12 @@ def make_trace(ctx: Context, workload: Workload, status: S, log: str = "", corre
                performance: Performance | None = None, warnings: list[str] | None = None) -> Trace:
     dev = ctx.device
     evaluation = Evaluation(
-        status=status, environment=ctx.environment, timestamp=datetime.now(timezone.utc).isoformat(), log=log,
+        status=status, timestamp=datetime.now(timezone.utc).isoformat(), log=log,
+        environment=ctx.environment.model_copy(
+            update={"clocks": ctx.clocks.record_for(workload.uuid) if ctx.clocks is not None else None}),
         correctness=correctness, performance=performance,
         device=DeviceRecord(vendor=dev.vendor, index=dev.index, name=dev.name, arch=dev.arch),
         build=ctx.build, env_hash=ctx.env_hash, warnings=list(ctx.warnings) + list(warnings or []),
-        clocks=ctx.clocks.record_for(workload.uuid) if ctx.clocks is not None else None,
     )
     return Trace(definition=ctx.definition.name, workload=workload, solution=ctx.solution_name, evaluation=evaluation)
 

@@ -87,11 +87,6 @@ class Performance(SchemaModel):
     reference_peak_memory_bytes: Optional[int] = None
 
 
-class Environment(SchemaModel):
-    hardware: NonEmptyString
-    libs: dict[str, str] = Field(default_factory=dict)
-
-
 class DeviceRecord(SchemaModel):
     """Which device ran the evaluation."""
 
@@ -149,6 +144,15 @@ class ClockRecord(SchemaModel):
     """What could not be read, and why."""
 
 
+class Environment(SchemaModel):
+    """Upstream's environment block (hardware, libs), and the clocks around the timed region."""
+
+    hardware: NonEmptyString
+    libs: dict[str, str] = Field(default_factory=dict)
+    clocks: Optional[ClockRecord] = None
+    """GPU clocks, throttle reasons, temperature and power around the timed region (GPU only)."""
+
+
 class SanitizerReport(SchemaModel):
     """``--sanitize``: one call of this workload under a memory checker."""
 
@@ -174,8 +178,6 @@ class Evaluation(SchemaModel):
     env_hash: Optional[str] = None
     """Short hash of the environment snapshot's non-volatile content."""
     warnings: list[str] = Field(default_factory=list)
-    clocks: Optional[ClockRecord] = None
-    """GPU clocks, throttle reasons, temperature and power around the timed region (GPU only)."""
     sanitizer: Optional[SanitizerReport] = None
     """Findings of ``--sanitize`` (absent without the flag)."""
 
