@@ -227,10 +227,11 @@ def checked_solution_call(ctx: Context, inputs: list[Any], axes: dict[str, int])
     problems = output_problems(ctx, outputs, inputs)
     if guarded is not None:
         problems.extend(f"out-of-bounds write: {v}" for v in guarded.violations())
-    mutated = guards.changed(names, sums_inputs, guards.checksums(inputs))
+    after = guards.checksums(list(inputs) + list(pristine))  # one read-back for both
+    mutated = guards.changed(names, sums_inputs, after[:len(inputs)])
     if mutated:
         problems.append(f"the solution wrote to its input(s) {mutated} (inputs are read-only)")
-    if guards.changed(names, sums_pristine, guards.checksums(pristine)):
+    if guards.changed(names, sums_pristine, after[len(inputs):]):
         problems.append("the harness's private copy of the inputs (for the reference) was modified")
     if problems:
         raise Verdict(S.REWARD_HACK, "; ".join(problems))

@@ -171,14 +171,8 @@ def _words(t: torch.Tensor) -> torch.Tensor:
     return flat
 
 
-def tensor_checksum(t: torch.Tensor) -> int:
-    """Position-weighted sum of the tensor's words: any single change alters it (not cryptographic).
-
-    Word i (from 1) weighs i, so a change by d at i moves the sum by d * i modulo 2**64. Computed
-    on the tensor's device with one synchronisation (per-chunk host reads and byte-wise weights
-    cost 1 s of a 24 s evaluation)."""
-    if t.numel() == 0:
-        return 0
+def _checksum_total(t: torch.Tensor) -> torch.Tensor:
+    """The position-weighted sum of ``tensor_checksum`` as a 0-d int64 tensor on the tensor's device."""
     words = _words(t)
     positions = _positions.get(words.device)
     if positions is None:
@@ -188,11 +182,33 @@ def tensor_checksum(t: torch.Tensor) -> int:
     for start in range(0, words.numel(), _CHUNK_WORDS):
         part = words[start:start + _CHUNK_WORDS].to(torch.int64)
         total += (part * positions[:part.numel()]).sum() + start * part.sum()  # int64 wraps: modulo 2**64
-    return int(total) & _MASK64
+    return total
+
+
+def tensor_checksum(t: torch.Tensor) -> int:
+    """Position-weighted sum of the tensor's words: any single change alters it (not cryptographic).
+
+    Word i (from 1) weighs i, so a change by d at i moves the sum by d * i modulo 2**64. Computed
+    on the tensor's device with one synchronisation (per-chunk host reads and byte-wise weights
+    cost 1 s of a 24 s evaluation)."""
+    return checksums([t])[0] or 0
 
 
 def checksums(values: list[Any]) -> list[int | None]:
-    return [tensor_checksum(v) if isinstance(v, torch.Tensor) else None for v in values]
+    """``tensor_checksum`` of every tensor in ``values`` (None for the rest), read back from each
+    device with one synchronisation for all of them rather than one per tensor."""
+    found: list[int | None] = [None] * len(values)
+    pending: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            if v.numel() == 0:
+                found[i] = 0
+            else:
+                pending.setdefault(v.device, []).append((i, _checksum_total(v)))
+    for totals in pending.values():
+        for (i, _), value in zip(totals, torch.stack([t for _, t in totals]).tolist()):
+            found[i] = value & _MASK64
+    return found
 
 
 def changed(names: list[str], before: list[int | None], after: list[int | None]) -> list[str]:
