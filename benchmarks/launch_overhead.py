@@ -32,6 +32,7 @@ from sol_execbench.platform import current  # noqa: E402
 def _fidelity_cases():
     spec = importlib.util.spec_from_file_location("fidelity_bench", REPO / "benchmarks" / "fidelity.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.CASES
 
@@ -39,7 +40,7 @@ def _fidelity_cases():
 def host_spans(fn, values, flusher: L2Flusher, calls: int = 50) -> float:
     """Median wall-clock us from a call's start until the device finished it."""
     device = current()
-    return statistics.median(timed_call(fn, values, flusher, device)[1] * 1e3 for _ in range(calls))
+    return statistics.median(timed_call(fn, values, flusher, device)[1].wall_ms * 1e3 for _ in range(calls))
 
 
 def measure(fn, values, flusher: L2Flusher) -> dict[str, float]:

@@ -119,3 +119,30 @@ def test_an_edited_source_changes_the_pool_fingerprint(tmp_path):
     assert source_stamp(tmp_path) == before
     module.write_text("x = 22\n")
     assert source_stamp(tmp_path) != before
+
+
+def test_the_cli_process_keeps_its_bytecode_in_the_cache_where_python_may_not_write_it(tmp_path, monkeypatch):
+    """The sol-execbench process itself: with no bytecode beside the package and writing turned
+    off, imports after this point compile into the tool's cache, and later calls load from there."""
+    import importlib.util
+    import os
+    import sys
+
+    from sol_execbench.platform import host
+
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("SOL_EXECBENCH_BYTECODE_CACHE", raising=False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    cached = importlib.util.cache_from_source(os.path.join(os.path.dirname(host.__file__), "..", "__init__.py"))
+    if os.path.exists(cached):  # bytecode beside the package: nothing to do
+        assert host.use_bytecode_cache_here() is None and sys.pycache_prefix is None
+        return
+    assert host.use_bytecode_cache_here() == str(tmp_path / "cache" / "pycache")
+    assert sys.pycache_prefix == str(tmp_path / "cache" / "pycache") and sys.dont_write_bytecode is False
+    module = tmp_path / "fresh_module_for_bytecode.py"
+    module.write_text("VALUE = 3\n")
+    assert importlib.util.cache_from_source(str(module)).startswith(str(tmp_path / "cache" / "pycache"))
+    monkeypatch.setattr(sys, "pycache_prefix", "/the/users/own")
+    assert host.use_bytecode_cache_here() is None and sys.pycache_prefix == "/the/users/own"

@@ -26,6 +26,22 @@ def test_ncu_csv_gives_the_mean_kernel_sum_per_call(fidelity):
     assert fidelity.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM", calls=2) is None
 
 
+def test_ncu_gpc_elapsed_is_busiest_gpc_cycles_over_the_gpc_clock(fidelity):
+    head = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+    rows = []
+    for kernel, (ns, cycles) in enumerate([(2144, 2400), (1856, 1800)]):
+        rows += [f'"{kernel}","k","gpu__time_duration.sum","nsecond","{ns:,}"',
+                 f'"{kernel}","k","gpc__cycles_elapsed.max","cycle","{cycles:,}"',
+                 f'"{kernel}","k","gpc__cycles_elapsed.avg.per_second","cycle/second","1,500,000,000"']
+    text = "==PROF== noise\n" + head + "\n".join(rows)
+    assert fidelity.parse_ncu_csv(text, calls=2) == pytest.approx((2144 + 1856) / 2 * 1e-6)
+    assert fidelity.parse_ncu_gpc_ms(text, calls=2) == pytest.approx((2400 + 1800) / 1.5e9 / 2 * 1e3)
+    assert fidelity.parse_ncu_gpc_ms(text.replace("cycle/second", "cycle/nsecond").replace("1,500,000,000", "1.5"),
+                                     calls=2) == pytest.approx((2400 + 1800) / 1.5e9 / 2 * 1e3)
+    # Only gpu__time_duration asked for (older runs): no GPC reading, the ground truth stands.
+    assert fidelity.parse_ncu_gpc_ms((Path(__file__).parent / "data" / "ncu_gpu_time.csv").read_text(), 2) is None
+
+
 @pytest.mark.parametrize("truth_ms,measured_ms,ok", [
     (0.100, 0.104, True), (0.100, 0.106, False),  # >= 20 us: within 5%
     (0.004, 0.0046, True), (0.004, 0.0048, True),  # < 20 us: within 15% ... or within 1 us
@@ -49,3 +65,12 @@ def test_spread_target_applies_from_50us(fidelity):
 def test_every_case_is_described_and_sizes_span_2us_to_2ms(fidelity):
     assert {"add_4k", "rmsnorm_4096x4096", "softmax_64x8192", "two_kernel_gemm_relu", "second_stream_softmax",
             "gemm_8192x8192x8192"} <= set(fidelity.CASES)
+
+
+def test_launch_overhead_bench_loads_the_fidelity_cases():
+    """benchmarks/launch_overhead.py borrows fidelity.py's cases (it once failed to load them on the GPU)."""
+    spec = importlib.util.spec_from_file_location("launch_overhead_bench", ROOT / "benchmarks" / "launch_overhead.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = module._fidelity_cases()
+    assert "add_4k" in cases and callable(cases["add_4k"][1])

@@ -46,5 +46,8 @@ def _register() -> None:
 
 
 def main() -> None:
+    from sol_execbench.platform.host import use_bytecode_cache_here
+
+    use_bytecode_cache_here()  # before the commands' imports
     _register()
     cli(prog_name="sol-execbench")

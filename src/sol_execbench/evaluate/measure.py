@@ -215,7 +215,8 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
                          distinct_sets=min(fresh.input_sets, distinct_contents(bank)))
     if host_recheck.applies(sol):
         known = len(sol.warnings)
-        host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev)
+        host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev,
+                             contended=_contended(ctx, workload))
         warnings.extend(sol.warnings[known:])
         check_integrity(ctx)
     stats = sol.stats()
@@ -280,7 +281,7 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
                                [], None, contended)
-        host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device)
+        host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device, contended=contended)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms
         perf.reference_timing, perf.reference_peak_memory_bytes = stats, ref_peak
@@ -293,22 +294,22 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
 
 def _solution_once(ctx: Context, workload: Workload, axes: dict[str, int],
                    blobs: dict[str, torch.Tensor]) -> host_recheck.CallOnce:
-    def once(k: int) -> tuple[float, str | None]:
+    def once(k: int) -> tuple[host_recheck.CallSpans, str | None]:
         seed_all(secrets.randbits(63))  # inputs no cache has seen
         inputs = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
         pristine = clone_values(inputs)
         outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=True) if ctx.dps else []
-        result, wall = host_recheck.timed_call(ctx.solution_fn, inputs + outputs, ctx.flusher, ctx.device)
+        result, spans = host_recheck.timed_call(ctx.solution_fn, inputs + outputs, ctx.flusher, ctx.device)
         produced = clone_values(list(outputs) if ctx.dps else normalize_result(ctx, result))  # as it finished
         check = compare_outputs(ctx, workload.tolerance, produced, reference_call(ctx, pristine, axes))
-        return wall, None if check.status is None else f"call {k}'s outputs were wrong: {check.message}"
+        return spans, None if check.status is None else f"call {k}'s outputs were wrong: {check.message}"
     return once
 
 
 def _reference_once(ctx: Context, bank: list[list[Any]]) -> host_recheck.CallOnce:
-    def once(k: int) -> tuple[float, str | None]:
-        _, wall = host_recheck.timed_call(ctx.reference_fn, clone_values(bank[k % len(bank)]), ctx.flusher, ctx.device)
-        return wall, None
+    def once(k: int) -> tuple[host_recheck.CallSpans, str | None]:
+        _, spans = host_recheck.timed_call(ctx.reference_fn, clone_values(bank[k % len(bank)]), ctx.flusher, ctx.device)
+        return spans, None
     return once
 
 
@@ -440,12 +441,12 @@ def _seen_and_new_untimed(ctx: Context, workload: Workload, blobs: dict[str, tor
     try:
         for k in range(CACHE_RECHECK_PAIRS):
             outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
-            _, ms = host_recheck.timed_call(ctx.solution_fn, clone_values(bank[k % len(bank)]) + outputs, ctx.flusher,
-                                            ctx.device)
-            seen.append(ms)
+            _, spans = host_recheck.timed_call(ctx.solution_fn, clone_values(bank[k % len(bank)]) + outputs,
+                                               ctx.flusher, ctx.device)
+            seen.append(spans.wall_ms)
             fresh = AuditSet.make(ctx, workload, blobs, axes, bank[0], ordinal=AUDITED_CALLS + k)
-            _, ms = host_recheck.timed_call(ctx.solution_fn, fresh.values + fresh.outputs, ctx.flusher, ctx.device)
-            new.append(ms)
+            _, spans = host_recheck.timed_call(ctx.solution_fn, fresh.values + fresh.outputs, ctx.flusher, ctx.device)
+            new.append(spans.wall_ms)
     except Exception as exc:  # noqa: BLE001  (it passed every timed call: a failure here is not a verdict)
         warnings.append(f"the content-cache re-check stopped: the solution raised {type(exc).__name__}: {exc}")
     check_integrity(ctx)

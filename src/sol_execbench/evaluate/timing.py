@@ -170,6 +170,7 @@ class Measurement:
     host_bound: bool | None = None
     input_sets: int | None = None
     call_indices: list[int] | None = None  # per timed call: the FreshArgs call whose arguments it ran on
+    host_functions: int = 0  # host functions the timed calls enqueued in stream order (device method)
     warnings: list[str] = field(default_factory=list)
     suspicious: list[str] = field(default_factory=list)
 
@@ -360,6 +361,7 @@ def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: i
                                 host_functions=result.host_functions, contended=contended)
         m.times_ms, m.host_bound = choice.times_ms, choice.host_bound
         m.device_ms = [d for d in result.device_ms if d is not None] or None
+        m.host_functions = result.host_functions
         notes.extend(choice.notes)
         m.warnings.extend(choice.warnings)
     m.note = "; ".join(notes) or None
