@@ -66,6 +66,9 @@ def test_device_spans_come_from_the_records_of_each_call(fake_gpu, monkeypatch):
     assert m.method == "device" and m.device_ms == [5.0] * 6 and m.host_bound is False
     assert m.times_ms == [5.0] * 6 and len(m.host_ms) == 6 and m.warnings == [] and m.suspicious == []
     assert torch.equal(keeper.kept, torch.full((64,), 2.0))  # call 4 used bank set 4 % 3 = 1: 1 + 1
+    # Which argument set each timed call ran on (the content-cache check pairs calls by it): the
+    # timed calls follow the two warm-up calls.
+    assert m.call_indices == list(range(2, 8))
 
 
 def test_without_device_records_the_method_falls_back_to_events(fake_gpu, monkeypatch):

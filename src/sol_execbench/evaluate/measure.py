@@ -40,7 +40,8 @@ from .calls import (Context, FailureEvidence, Verdict, check_integrity, clone_va
 from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
-from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, time_calls
+from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, _flat_view, time_calls
+from .timing_methods.base import synchronize
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
 BANK_MAX_SETS = 64
@@ -91,11 +92,17 @@ def input_bank(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
     return bank
 
 
+def _bytes_of(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as raw bytes (any dtype, packed fp4 and 0-d included)."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def same_contents(a: list[Any], b: list[Any]) -> bool:
-    """Whether two input sets hold the same values (tensors equal element for element, scalars equal)."""
+    """Whether two input sets hold the same values: tensors byte for byte (so NaN payloads match and
+    dtypes without arithmetic, such as packed fp4, compare too), scalars equal."""
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(_bytes_of(x), _bytes_of(y)):
                 return False
         elif x != y:
             return False
@@ -109,15 +116,21 @@ def distinct_contents(bank: list[list[Any]]) -> int:
 
 
 def scaled_down(value: Any, exponent: int) -> tuple[Any, bool]:
-    """A floating-point tensor times 2**-exponent, and whether any value changed. Scaling by a
-    power of two is exact (subnormals aside) and moves toward zero: zeros, signs, infinities, NaN
-    and the order of the values stay, and a float that holds an index or a length stays in range."""
+    """A floating-point tensor times 2**-exponent, same shape and strides, and whether any value
+    changed. Scaling by a power of two is exact (subnormals aside) and moves toward zero: zeros,
+    signs, infinities, NaN and the order of the values stay, and a float that holds an index or a
+    length stays in range. Dtypes without arithmetic here (packed fp4) are left as they are."""
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
         return value, False
-    wide = value.float()
-    if not bool(((wide != 0) & torch.isfinite(wide)).any()):
+    flat, span = _flat_view(value)  # the whole memory extent: the result keeps the layout
+    try:
+        wide = flat.float()
+        if not bool(((wide != 0) & torch.isfinite(wide)).any()):
+            return value, False
+        scaled = (wide * 2.0 ** -exponent).to(value.dtype)
+    except (RuntimeError, TypeError, NotImplementedError):
         return value, False
-    return (wide * 2.0 ** -exponent).to(value.dtype), True
+    return scaled.as_strided(value.shape, value.stride()), True
 
 
 @dataclass
@@ -135,14 +148,14 @@ class AuditSet:
 
     @classmethod
     def make(cls, ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
-             bank_first: list[Any], ordinal: int) -> "AuditSet":
+             bank_first: list[Any], ordinal: int, scale: bool = True) -> "AuditSet":
         """``ordinal``: this audit set's place among the workload's; where the inputs do not vary with
-        the seed, the k-th set has its floats scaled by 2**-(k+1), so no two sets are alike."""
+        the seed (and ``scale``), the k-th set has its floats scaled by 2**-(k+1), so no two sets are alike."""
         seed_all(secrets.randbits(63))
         values = make_inputs(ctx.definition, workload, ctx.torch_device, blobs, ctx.custom_inputs_fn)
         distinct = not same_contents(values, bank_first)
         was_scaled = False
-        if not distinct:  # blobs and scalars only, or a custom generator that ignores the seed
+        if not distinct and scale:  # blobs and scalars only, or a custom generator that ignores the seed
             scaled = [scaled_down(v, ordinal + 1) for v in values]
             values = [v for v, _ in scaled]
             distinct = was_scaled = any(changed for _, changed in scaled)
@@ -153,6 +166,23 @@ class AuditSet:
                 guarded = guards.GuardedOutputs(outputs, list(ctx.definition.outputs))
                 outputs = list(guarded.tensors)
         return cls(values, clone_values(values), distinct, was_scaled, outputs, guarded)
+
+
+def _solution_takes_scaled(ctx: Context, axes: dict[str, int], first: list[Any], exponent: int,
+                           warnings: list[str]) -> bool:
+    """One untimed call on the workload's inputs with their floats scaled by 2**-``exponent``
+    (further than any audit or re-check set, so its contents are none of theirs): scaled inputs the workload
+    never asked about must not turn an honest solution's timed loop into a RUNTIME_ERROR."""
+    values = clone_values([scaled_down(v, exponent)[0] for v in first])  # a solution may write to its inputs
+    outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
+    try:
+        ctx.solution_fn(*values, *outputs)
+        synchronize(ctx.device)
+    except Exception as exc:  # noqa: BLE001  (its own inputs passed: not a verdict)
+        warnings.append(f"the audited timed calls used the workload's own input contents: on its inputs with their "
+                        f"floats scaled down the solution raised {type(exc).__name__}: {str(exc)[:200]}")
+        return False
+    return True
 
 
 def _audit_count(ctx: Context, first: list[Any]) -> int:
@@ -174,8 +204,12 @@ def _plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor
     count = _audit_count(ctx, first)
     positions = random.SystemRandom().sample(range(cfg.iterations), count)
     audits = []
+    scale = True
     for ordinal, position in enumerate(positions):
-        audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal)
+        audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal, scale=scale)
+        if audit.scaled and ordinal == 0 and not _solution_takes_scaled(ctx, axes, first, TRIAL_EXPONENT, warnings):
+            scale = False
+            audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal, scale=False)
         call_index = cfg.warmup_runs + position
         outputs_at = frozenset(range(len(audit.values), len(audit.values) + len(audit.outputs)))
         if not fresh.substitute(call_index, audit.values + audit.outputs, as_is=outputs_at):
@@ -420,7 +454,7 @@ def _check_content_cache(ctx: Context, workload: Workload, blobs: dict[str, torc
                   f"or more against a median of {found[1]:.4f} ms for the calls that repeat the {distinct_sets} input "
                   "set(s) of the bank")
     seen_ms, new_ms = _seen_and_new_untimed(ctx, workload, blobs, axes, bank, warnings)
-    again = _slower_when_new(seen_ms, new_ms, CACHE_FLOOR_HOST_MS if sol.host_bound else CACHE_FLOOR_DEVICE_MS)
+    again = _slower_when_new(seen_ms, new_ms, CACHE_FLOOR_HOST_MS)  # unprofiled wall spans: the host's floor
     if again is None:
         warnings.append(f"{timed_text}; re-checked without the profiler ({len(new_ms)} calls on new contents, "
                         f"{len(seen_ms)} on seen ones), which did not repeat it: no verdict")
@@ -431,6 +465,9 @@ def _check_content_cache(ctx: Context, workload: Workload, blobs: dict[str, torc
 
 
 CACHE_RECHECK_PAIRS = 5
+# The untimed trial on scaled inputs scales further than any audit or re-check set (set k: 2**-(k+1)),
+# so a content cache it fills serves none of them.
+TRIAL_EXPONENT = AUDITED_CALLS + CACHE_RECHECK_PAIRS + 1
 
 
 def _seen_and_new_untimed(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],

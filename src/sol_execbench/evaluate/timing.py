@@ -122,6 +122,15 @@ class FreshArgs:
             out.append(buffer.as_strided(value.shape, value.stride(), offset))
         return out
 
+    def clear_passed_as_is(self) -> None:
+        """Zero the substitutes' tensors passed as they are (destination outputs of audited calls,
+        allocated as zeros): a call outside the timed ones (a graph method's warm-up and capture)
+        must not leave values in them for the audited call to be credited with."""
+        for values, as_is in self._substitutes.values():
+            for position in as_is:
+                if isinstance(values[position], torch.Tensor):
+                    values[position].zero_()
+
     def persistent_sets(self, count: int) -> tuple[list[list[Any]], list[int | None]]:
         """``count`` argument sets that stay valid together (graph capture), each its own
         allocation; the substitute sets come first (as many as fit). Also, per set, the call
@@ -291,7 +300,9 @@ def _run_with_fallback(first: str, calls: TimedCalls, notes: list[str],
         try:
             result = METHODS[name](calls)
             if result.call_indices is None:  # a loop over fresh arguments: one call index after another
-                result.call_indices = list(range(first_call, first_call + len(result.times_ms)))
+                # The device method leaves times_ms to choose_latency: count its per-call device spans.
+                count = len(result.times_ms) or len(result.device_ms or [])
+                result.call_indices = list(range(first_call, first_call + count))
             return name, result
         except MethodUnavailable as exc:
             synchronize(calls.device)
