@@ -2,6 +2,7 @@
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
+#   FIDELITY_ARGS: options for benchmarks/fidelity.py (e.g. --cases add_4k,gemm_256x4096x4096).
 #   parts: tests envprobe build_cache fidelity launch overhead profile (profile is not in "all": it is a
 #   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
 set -uo pipefail
@@ -28,8 +29,19 @@ summary="$FINAL/summary.txt"; : >"$summary"
 # still returns the logs of a step that ran long; the logs are written under $FINAL directly.
 step() { local name=$1; shift; local began=$SECONDS; timeout "${STEP_TIMEOUT:-540}" "$@"; local rc=$?; echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; }
 if want tests; then
-  step tests bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n ${PYTEST_WORKERS:-4} -rfE --durations=25 ${PYTEST_ARGS:-tests} > '$FINAL/pytest_gpu.log' 2>&1"
-  tail -40 "$FINAL/pytest_gpu.log"
+  # Two rounds: builds and conformance in parallel workers; then, alone on a quiet machine, the
+  # tests that judge timings (host-bound verdicts, all-stream spans). Run beside four workers and
+  # their parallel nvcc builds, honest 1 to 12 us kernels had host spans of 0.2 to 0.7 ms (with
+  # other processes' kernels queued on the GPU), which is what the contention warning is for, not
+  # what these tests are about.
+  serial="tests/timing tests/exploits/test_exploits_gpu.py"
+  step tests_parallel bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n ${PYTEST_WORKERS:-4} -rfE --durations=15 \
+      ${PYTEST_ARGS:-tests $(for t in $serial; do printf -- '--ignore=%s ' "$t"; done)} > '$FINAL/pytest_gpu.log' 2>&1"
+  tail -25 "$FINAL/pytest_gpu.log"
+  if [ -z "${PYTEST_ARGS:-}" ]; then
+    step tests_serial bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -rfE --durations=10 $serial > '$FINAL/pytest_gpu_serial.log' 2>&1"
+    tail -25 "$FINAL/pytest_gpu_serial.log"
+  fi
 fi
 if want envprobe; then
   mkdir -p "$WORK/envprobe"
@@ -64,7 +76,7 @@ if want launch; then
 fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then
   mkdir -p "$WORK/fidelity"
-  step fidelity bash -c "OUT='$WORK/fidelity' bash scripts/gpu_fidelity.sh > '$WORK/fidelity/log.txt' 2>&1"
+  step fidelity bash -c "OUT='$WORK/fidelity' bash scripts/gpu_fidelity.sh ${FIDELITY_ARGS:-} > '$WORK/fidelity/log.txt' 2>&1"
   tail -40 "$WORK/fidelity/log.txt"
   cp "$WORK/fidelity/fidelity.json" "$FINAL/" 2>/dev/null
 fi
