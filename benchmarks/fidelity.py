@@ -227,9 +227,11 @@ def parse_ncu_gpc_ms(text: str, calls: int) -> float | None:
     """Mean per-call sum (ms) of each kernel's busiest-GPC cycles over the GPC clock."""
     total, rows = 0.0, 0
     for metrics in _ncu_rows(text).values():
-        cycles, (rate, unit) = metrics.get(GPC_CYCLES, (None, ""))[0], metrics.get(GPC_RATE, (None, ""))
+        if GPC_CYCLES not in metrics or GPC_RATE not in metrics:
+            continue
+        cycles, (rate, unit) = metrics[GPC_CYCLES][0], metrics[GPC_RATE]
         scale = _RATE_UNITS.get(unit.lower())
-        if cycles is None or rate is None or scale is None or rate <= 0:
+        if scale is None or rate <= 0:
             continue
         total += cycles / (rate * scale) * 1e3
         rows += 1

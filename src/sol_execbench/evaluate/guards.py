@@ -160,9 +160,14 @@ _MASK64 = (1 << 64) - 1
 _positions: dict[torch.device, torch.Tensor] = {}  # 1..._CHUNK_WORDS as int64, per device
 
 
+def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as raw bytes, 1-D (any dtype, packed fp4 and 0-d included)."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def _words(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes as 32-bit words where they divide evenly, else as bytes."""
-    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    flat = tensor_bytes(t)
     if flat.numel() % 4 == 0:
         try:
             return flat.view(torch.int32)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .timing import Measurement, host_dominates
+from .timing import Measurement, host_dominates, waited_not_worked
 from .timing_methods.base import synchronize
 
 RECHECK_CALLS = 7
@@ -97,7 +97,7 @@ def recheck(m: Measurement, call_once: CallOnce, device: Any, calls: int = RECHE
         _take_back(m, f"not host-bound after all: {seen}, against the device span {device_median * 1e3:.1f} us; "
                       f"the profiler's own cost made it look host-bound; device span reported")
         return
-    if contended and not m.host_functions and not host_dominates(cpu, device_median):
+    if waited_not_worked(contended, m.host_functions, cpu, device_median):
         _take_back(m, f"not host-bound after all: {seen}, but the calling thread spent only {cpu * 1e3:.1f} us "
                       f"of CPU time in the call on a contended machine: the wait is taken for other processes' "
                       f"GPU work or a busy host, not host work; device span reported")

@@ -41,7 +41,6 @@ from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
 from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, _flat_view, time_calls
-from .timing_methods.base import synchronize
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
 BANK_MAX_SETS = 64
@@ -92,17 +91,12 @@ def input_bank(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
     return bank
 
 
-def _bytes_of(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's values as raw bytes (any dtype, packed fp4 and 0-d included)."""
-    return t.detach().contiguous().reshape(-1).view(torch.uint8)
-
-
 def same_contents(a: list[Any], b: list[Any]) -> bool:
     """Whether two input sets hold the same values: tensors byte for byte (so NaN payloads match and
     dtypes without arithmetic, such as packed fp4, compare too), scalars equal."""
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(_bytes_of(x), _bytes_of(y)):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(guards.tensor_bytes(x), guards.tensor_bytes(y)):
                 return False
         elif x != y:
             return False
@@ -171,16 +165,17 @@ class AuditSet:
 def _solution_takes_scaled(ctx: Context, axes: dict[str, int], first: list[Any], exponent: int,
                            warnings: list[str]) -> bool:
     """One untimed call on the workload's inputs with their floats scaled by 2**-``exponent``
-    (further than any audit or re-check set, so its contents are none of theirs): scaled inputs the workload
-    never asked about must not turn an honest solution's timed loop into a RUNTIME_ERROR."""
+    (further than any audit or re-check set, so its contents are none of theirs): scaled inputs the
+    workload never asked about must not turn an honest solution's timed loop into a RUNTIME_ERROR."""
     values = clone_values([scaled_down(v, exponent)[0] for v in first])  # a solution may write to its inputs
-    outputs = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
     try:
-        ctx.solution_fn(*values, *outputs)
-        synchronize(ctx.device)
-    except Exception as exc:  # noqa: BLE001  (its own inputs passed: not a verdict)
+        solution_call(ctx, values, axes)
+    except Verdict as v:
+        if v.status is not S.RUNTIME_ERROR:  # sys.exit stays a verdict
+            raise
+        cause = v.__cause__ or v
         warnings.append(f"the audited timed calls used the workload's own input contents: on its inputs with their "
-                        f"floats scaled down the solution raised {type(exc).__name__}: {str(exc)[:200]}")
+                        f"floats scaled down the solution raised {type(cause).__name__}: {str(cause)[:200]}")
         return False
     return True
 

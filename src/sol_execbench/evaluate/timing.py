@@ -237,6 +237,13 @@ def host_dominates(host_ms: float, device_ms: float) -> bool:
     return host_ms > HOST_BOUND_MIN_MS and host_ms > HOST_BOUND_RATIO * device_ms
 
 
+def waited_not_worked(contended: bool, host_functions: int, cpu_ms: float, device_ms: float) -> bool:
+    """A host-bound wall span the calling thread's CPU time does not bear out, on a contended
+    machine: the wait was for other processes' GPU work or a core (see ``choose_latency``). Calls
+    that enqueued host functions are judged on the wall span alone (a driver thread runs them)."""
+    return contended and not host_functions and not host_dominates(cpu_ms, device_ms)
+
+
 def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_ms: float = 0.0, *,
                    spans: HostSpans | None = None, host_functions: int = 0,
                    contended: bool = False) -> LatencyChoice:
@@ -278,7 +285,7 @@ def choose_latency(device_ms: list[float | None], host_ms: list[float], bracket_
                  f"and > {HOST_BOUND_RATIO:g}x the device span {dev_med * 1e3:.1f} us")
     if contended and spans is not None and spans.cpu_own and not host_functions:
         cpu = max(0.0, statistics.median(spans.cpu_own) - spans.bracket.get("cpu_own", 0.0))
-        if not host_dominates(cpu, dev_med):
+        if waited_not_worked(contended, host_functions, cpu, dev_med):
             choice.times_ms = device_times
             choice.warnings.append(f"{wall_text}, but the calling thread spent only {cpu * 1e3:.1f} us of CPU "
                                    f"time in the call on a contended machine: the wait is taken for other "
