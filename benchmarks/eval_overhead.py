@@ -28,10 +28,15 @@ CORPUS = REPO / "tests" / "data" / "conformance"
 SKIP = {"gqa_paged_decode"}  # blobs not shipped
 
 
-def problems() -> list[tuple[Path, Path]]:
+def problems(only: list[str] | None = None) -> list[tuple[Path, Path]]:
+    """The Python-family (problem, solution) pairs; ``only``: keep those whose path under the corpus
+    contains one of these strings."""
     found = []
     for sol in sorted(CORPUS.rglob("solution*.json")):
         text = sol.read_text()
+        where = str(sol.relative_to(CORPUS))
+        if only and not any(part in where for part in only):
+            continue
         if sol.parent.name not in SKIP and any(f'"{lang}"' in text for lang in ("pytorch", "triton", "python")):
             found.append((sol.parent, sol))
     return found
@@ -62,6 +67,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "eval_overhead.json")
     parser.add_argument("--repeat", type=int, default=1, help="runs per problem and mode (the median is reported)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-pool mode")
+    parser.add_argument("--only", help="comma-separated parts of problem paths to keep (e.g. rmsnorm)")
     parser.add_argument("--phases", action="store_true",
                         help="keep our child's phase log (SOL_EXECBENCH_PHASE_LOG=1) instead of the stderr tail")
     args = parser.parse_args()
@@ -81,7 +87,7 @@ def main() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for index, (root, sol) in enumerate(problems()):
+            for index, (root, sol) in enumerate(problems(args.only.split(",") if args.only else None)):
                 rows.append(_measure_problem(index, root, sol, modes, args.repeat, Path(tmp)))
                 print(_format_row(rows[-1]), flush=True)
     finally:

@@ -2,7 +2,8 @@
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
-#   FIDELITY_ARGS: options for benchmarks/fidelity.py (e.g. --cases add_4k,gemm_256x4096x4096).
+#   FIDELITY_ARGS, OVERHEAD_ARGS, LAUNCH_ARGS: options for benchmarks/fidelity.py (e.g. --cases
+#   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm) and launch_overhead.py.
 #   parts: tests envprobe build_cache fidelity launch overhead profile (profile is not in "all": it is a
 #   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
 set -uo pipefail
@@ -49,7 +50,7 @@ if want envprobe; then
   tail -15 "$WORK/envprobe/log.txt"
 fi
 if want overhead; then
-  step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
+  step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
   tail -18 "$FINAL/eval_overhead.log"
 fi
 if [[ " $parts " == *" profile "* ]]; then
@@ -71,7 +72,7 @@ if want build_cache; then
   tail -15 "$FINAL/build_cache.log"
 fi
 if want launch; then
-  step launch bash -c "python3 benchmarks/launch_overhead.py --out '$FINAL/launch_overhead.json' > '$WORK/launch.log' 2>&1"
+  step launch bash -c "python3 benchmarks/launch_overhead.py ${LAUNCH_ARGS:-} --out '$FINAL/launch_overhead.json' > '$WORK/launch.log' 2>&1"
   cat "$WORK/launch.log"
 fi
 if want fidelity && [ -f scripts/gpu_fidelity.sh ]; then

@@ -19,21 +19,13 @@ from sol_execbench.evaluate.timing_methods.activity import Activity
 from sol_execbench.evaluate.timing_methods.base import CALL_RANGE
 
 
-class _CpuAsCuda:
-    CPU = ProfilerActivity.CPU
-    CUDA = ProfilerActivity.CPU  # the CPU activity stands in for device activity
-
-
-def _cpu_profile(activities, **kwargs):
-    return profile(activities=[ProfilerActivity.CPU], **kwargs)
-
-
 @pytest.fixture
 def fake_gpu(cpu_device, monkeypatch):
     monkeypatch.setattr(device, "synchronize", lambda d: None)
     monkeypatch.setattr(base, "synchronize", lambda d: None)
     monkeypatch.setattr(timing, "synchronize", lambda d: None)
-    monkeypatch.setattr(device, "_profiler", lambda: (_CpuAsCuda, _cpu_profile, record_function))
+    # The CPU activity stands in for device activity.
+    monkeypatch.setattr(device, "_profiler", lambda: ({ProfilerActivity.CPU}, record_function))
     return dataclasses.replace(cpu_device, vendor="cuda")
 
 

@@ -74,3 +74,26 @@ def test_launch_overhead_bench_loads_the_fidelity_cases():
     spec.loader.exec_module(module)
     cases = module._fidelity_cases()
     assert "add_4k" in cases and callable(cases["add_4k"][1])
+
+
+def test_call_anatomy_finds_the_idle_gap_and_a_late_launch(fidelity):
+    from sol_execbench.evaluate.timing_methods.activity import Activity
+
+    gemm = Activity("kernel", "gemm", 1_000, 200_000, correlation=1)
+    relu = Activity("kernel", "relu", 207_000, 210_000, correlation=2)
+    launches = {2: Activity("cuda_runtime", "cudaLaunchKernel", 205_000, 206_000, correlation=2)}
+    assert fidelity.call_anatomy([relu, gemm], launches) == (202_000, 209_000, 7_000, 6_000)
+    queued = {2: Activity("cuda_runtime", "cudaLaunchKernel", 20_000, 21_000, correlation=2)}
+    assert fidelity.call_anatomy([gemm, relu], queued)[3] == 0  # launched while the GEMM ran
+    assert fidelity.call_anatomy([Activity("gpu_memset", "Memset", 0, 5)], {}) is None
+
+
+def test_the_empty_kernel_gives_the_offset_between_the_instruments(fidelity):
+    empty = fidelity.CaseResult("empty_kernel", "", 0.0023, "ncu gpu__time_duration.sum", {"device": {"median_ms": 0.0009}})
+    add = fidelity.CaseResult("add_4k", "", 0.0029, "ncu gpu__time_duration.sum", {"device": {"median_ms": 0.0014}})
+    offset = fidelity.empty_kernel_offset([add, empty])
+    assert offset == pytest.approx(0.0014)
+    assert fidelity.error_less_offset(add, offset) == pytest.approx(abs(0.0014 - 0.0015) / 0.0015)
+    # Without ncu there is nothing to correct: the fallback truth is the profiler's own reading.
+    empty.ground_truth_source = "profiler kernel sum (ncu not found)"
+    assert fidelity.empty_kernel_offset([add, empty]) is None

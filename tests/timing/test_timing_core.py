@@ -286,3 +286,18 @@ def test_extra_warm_up_only_after_the_device_sat_idle(cpu_device):
     timing._keep_busy(calls, time.perf_counter())
     assert made == []
     timing._last_loop_end.pop(cpu_device.torch_device, None)
+
+
+def test_host_work_hidden_behind_the_queued_flush_still_counts():
+    """The device method queues the L2 flush right before the call: 120 us of host work before
+    a 1 us kernel overlaps the flush still running, so the full span (250 us) less the bracket's
+    (150 us, mostly that flush) shows only 100 us. The span until the call returned shows it."""
+    from sol_execbench.evaluate.timing_methods.base import HostSpans
+
+    spans = HostSpans(wall_own=[0.125] * 5, wall_full=[0.25] * 5, cpu_own=[0.12] * 5, cpu_full=[0.12] * 5,
+                      bracket={"wall_own": 0.005, "wall_full": 0.15})
+    c = choose_latency([0.001] * 5, [0.25] * 5, 0.15, spans=spans)
+    assert c.host_bound is True and c.times_ms == [0.25] * 5
+    honest = HostSpans(wall_own=[0.02] * 5, wall_full=[0.16] * 5, bracket={"wall_own": 0.005, "wall_full": 0.15})
+    c = choose_latency([0.001] * 5, [0.16] * 5, 0.15, spans=honest)
+    assert c.host_bound is False and c.times_ms == [0.001] * 5

@@ -236,18 +236,21 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     dps_zeros = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
     fresh = FreshArgs([values + dps_zeros for values in bank], slots=cfg.warmup_runs + cfg.iterations + 1)
     audits = _plan_audits(ctx, workload, blobs, axes, fresh, bank[0], warnings)
+    phase(f"  {workload.uuid}: {len(audits)} audited call(s) planned")
     sol, sol_peak = _timed_solution(ctx, workload, fresh, [a.keeper for a in audits if a.keeper], warnings)
     phase(f"  {workload.uuid}: solution timed")
     for audit in audits:
         _check_audit(ctx, workload, axes, blobs, audit, tally, bank[0], warnings)
     _check_content_cache(ctx, workload, blobs, axes, bank, sol, audits, warnings,
                          distinct_sets=min(fresh.input_sets, distinct_contents(bank)))
+    phase(f"  {workload.uuid}: audited outputs and content cache checked")
     if host_recheck.applies(sol):
         known = len(sol.warnings)
         host_recheck.recheck(sol, _solution_once(ctx, workload, axes, blobs), dev,
                              contended=_contended(ctx, workload))
         warnings.extend(sol.warnings[known:])
         check_integrity(ctx)
+        phase(f"  {workload.uuid}: host-bound verdict re-checked without the profiler")
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
@@ -310,6 +313,8 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
                                [], None, contended)
+        if host_recheck.applies(ref):
+            phase("  reference timed, host-bound: re-checking without the profiler")
         host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device, contended=contended)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms

@@ -66,6 +66,8 @@ def _correctness_rounds(ctx: Context, workload: Workload, blobs: dict[str, torch
     inputs: list[Any] = []
     for round_index in range(ctx.config.correctness_rounds):
         inputs = _correctness_round(ctx, workload, blobs, axes, tally, round_index)
+        if round_index == 0:
+            phase(f"  {workload.uuid}: first correctness round")
     return tally, inputs
 
 

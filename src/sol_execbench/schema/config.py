@@ -20,10 +20,10 @@ class TimingConfig(SchemaModel):
     from the vendor's activity records. ``events``: device events around each call on the current
     stream. ``graph``: one CUDA/HIP graph per input set, replayed. ``cpu``: host clock (CPU only)."""
     cooldown: float = Field(default=1.0, ge=0, le=10)
-    """``device`` method: after each timed call the device idles this many times as long as the call
-    took (its host span), so it runs at most half the time at the default 1: a loop of back-to-back
-    millisecond GEMMs otherwise reaches the power cap and is timed at a throttled, drifting clock.
-    0 times calls back to back."""
+    """``device`` method: after each timed call the device idles this many times as long as it kept
+    working after the call returned (the host's wait for it), so a GEMM loop runs it at most about
+    half the time at the default 1: back-to-back millisecond GEMMs otherwise reach the power cap
+    and are timed at a throttled, drifting clock. 0 times calls back to back."""
 
 
 class BenchmarkConfig(SchemaModel):

@@ -111,12 +111,21 @@ class TimedCalls:
 
     def setup(self) -> list[Any]:
         """Next call's arguments (new address), the audited output kept, then a cold L2."""
+        args = self.arguments()
+        self.flush()
+        return args
+
+    def arguments(self) -> list[Any]:
+        """Next call's arguments (new address), the audited output kept (a setup range)."""
         with torch.profiler.record_function(SETUP_RANGE):
             for keeper in self.keepers:
                 keeper.settle()
-            args = self.fresh()
+            return self.fresh()
+
+    def flush(self) -> None:
+        """A cold L2 for the next call (a setup range)."""
+        with torch.profiler.record_function(SETUP_RANGE):
             self.flusher.flush()
-        return args
 
     def call(self, args: list[Any]) -> None:
         result = self.fn(*args)

@@ -6,10 +6,19 @@ work between calls (new arguments, the L2 flush) is in separately named setup ra
 the span runs from the first start to the last end of every kernel, memcpy and memset the call
 launched, on any stream (``activity.attribute``).
 
-The device is synchronised before and after each call, so every call starts on an idle device
-with a cold L2 and its span cannot overlap the next call's. The same pass gives the host span of
-each call: wall-clock and the calling thread's CPU time, until the call returned and until the device has
-finished what it launched.
+The device is synchronised after each call, so its span cannot overlap the next call's, and
+after the next call's arguments are copied. The L2 flush is queued just before the call, with no
+wait in between: its
+first kernel starts as the flush ends, on a device that is already busy, as under the events
+method and Nsight Compute. With a synchronisation between the flush and the call (the earlier
+loop) the device idled for the 20 to 50 us the host takes to launch, and GEMMs of 200 to 350 us
+then read 2 to 8% above Nsight Compute, with run-to-run spreads of 3 to 6.5% (H100, fifth
+session), while back-to-back methods matched it.
+
+The same pass gives the host span of each call: wall-clock and the calling thread's CPU time,
+until the call returned (``own``) and until the device has finished (``full``). The full span
+also holds whatever of the flush was still running when the call started; the measuring bracket
+(an empty range after the same flush) holds it too and is subtracted (``timing.choose_latency``).
 """
 
 from __future__ import annotations
@@ -21,56 +30,87 @@ from typing import Any, Iterator
 
 import torch
 
+from ..phases import phase
 from . import activity, cupti_tsc
 from .base import CALL_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable, TimedCalls, synchronize
 
 
-def _profiler():
+def _profiler() -> tuple[set[Any], Any]:
+    """The activities a recording enables (host ranges and device activity), and record_function."""
     try:
-        from torch.profiler import ProfilerActivity, profile, record_function, supported_activities
+        from torch.profiler import ProfilerActivity, record_function, supported_activities
     except Exception as exc:  # noqa: BLE001  (a torch build without the profiler)
         raise MethodUnavailable(f"torch.profiler is not importable: {exc}") from exc
     if ProfilerActivity.CUDA not in supported_activities():
         raise MethodUnavailable("this PyTorch build's profiler records no device activity (built without "
                                 "CUPTI/roctracer)")
-    return ProfilerActivity, profile, record_function
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA}, record_function
 
 
-def _start(profile: Any, activities: list[Any], vendor: str) -> Any:
+class _Recording:
+    """A profiler recording through Kineto's own entry points rather than ``torch.profiler.profile``.
+
+    On the host it records only user-scope ranges (``record_function``: the harness's call and
+    setup ranges, and any the solution opens), not every operator: the attribution needs the
+    ranges, the launch records and the device records, and nothing else. With every operator
+    recorded, an RMSNorm reference call left about 70 records per call (3,568 per loop of 50),
+    reading them took 40 to 60 ms per loop, and each operator added its own cost to the call's
+    host span. ``torch.profiler.profile`` also builds Python events for every record and may
+    import torch._inductor on start; neither is needed here."""
+
+    def __init__(self, activities: set[Any]):
+        self.activities = activities
+        self.events: list[Any] = []
+
+    def start(self) -> None:
+        from torch._C._profiler import RecordScope, _ExperimentalConfig
+        from torch.autograd import ProfilerConfig, ProfilerState, _enable_profiler, _prepare_profiler
+
+        config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
+        _prepare_profiler(config, self.activities)
+        _enable_profiler(config, self.activities, {RecordScope.USER_SCOPE})
+
+    def stop(self) -> None:
+        from torch.autograd import _disable_profiler
+
+        self.events = list(_disable_profiler().events())
+
+
+def _start(activities: set[Any], vendor: str) -> _Recording:
     if torch.autograd._profiler_enabled():  # a fresh child runs no profiler: only solution code starts one
         raise MethodUnavailable("a profiler was already running in the evaluation process (left by the solution)",
                                 suspicious=True)
     if vendor == "cuda":
         cupti_tsc.prepare()  # before the process's first CUDA profiler session (see cupti_tsc)
-    prof = profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
+    recording = _Recording(activities)
     try:
-        prof.__enter__()
-    except Exception as exc:  # noqa: BLE001  (CUPTI refusing, an incompatible kineto...)
-        raise MethodUnavailable(f"the profiler could not start: {exc}") from exc
+        recording.start()
+    except Exception as exc:  # noqa: BLE001  (CUPTI refusing, an incompatible kineto or torch API...)
+        raise MethodUnavailable(f"the profiler could not start: {exc!r}") from exc
     cupti_tsc.after_start()
-    return prof
+    return recording
 
 
 class _Session:
-    """A running profiler session, and whether it was switched off while it ran."""
+    """A running recording, and whether it was switched off while it ran."""
 
-    def __init__(self, prof: Any):
-        self.prof, self.switched_off = prof, False
+    def __init__(self, recording: _Recording):
+        self.recording, self.switched_off = recording, False
 
     def check(self) -> None:
         self.switched_off = self.switched_off or not torch.autograd._profiler_enabled()
 
 
 @contextmanager
-def _session(profile: Any, activities: list[Any], vendor: str) -> Iterator[_Session]:
-    """Profile the block. A profiler the solution switched off is REWARD_HACK evidence; an
+def _session(activities: set[Any], vendor: str) -> Iterator[_Session]:
+    """Record the block. A profiler the solution switched off is REWARD_HACK evidence; an
     exception from the block (the solution's) propagates as it is."""
-    session = _Session(_start(profile, activities, vendor))
+    session = _Session(_start(activities, vendor))
     try:
         yield session
     finally:
         try:
-            session.prof.__exit__(None, None, None)
+            session.recording.stop()
         except Exception:  # noqa: BLE001  (already stopped by someone else)
             session.switched_off = True
     if session.switched_off:
@@ -82,7 +122,7 @@ PRIMING_CALLS = 3
 _primed: set[str] = set()  # devices whose first profiler session of this process has run (mutated, never rebound)
 
 
-def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_function: Any) -> None:
+def _prime(calls: TimedCalls, activities: set[Any], record_function: Any) -> None:
     """Once per process and device: a short profiler session whose records are thrown away.
 
     The first session of a process was seen to carry far more host overhead per call (host spans
@@ -91,7 +131,7 @@ def _prime(calls: TimedCalls, profile: Any, activities: list[Any], record_functi
     if calls.device.torch_device in _primed or calls.warm_args is None:
         return
     _primed.add(calls.device.torch_device)
-    with _session(profile, activities, calls.device.vendor) as session:
+    with _session(activities, calls.device.vendor) as session:
         for _ in range(PRIMING_CALLS):
             with record_function(SETUP_RANGE):
                 calls.flusher.flush()
@@ -140,6 +180,7 @@ def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
     spans = HostSpans()
     for _ in range(BRACKET_SAMPLES):
         synchronize(calls.device)
+        calls.flush()  # as before every call: the full span waits for what is left of it
         _measured(spans, calls, empty_range)
     return spans.medians()
 
@@ -147,12 +188,15 @@ def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
 COOLDOWN_MAX_S = 0.05
 
 
-def _cool_down(calls: TimedCalls, last_call_ms: float) -> None:
-    """Leave the device idle for ``cooldown`` times the last call's span (at most 50 ms): with
-    calls back to back, millisecond GEMMs on the H100 ran into the power cap, 6 to 15% above
-    Nsight Compute's time and 4 to 11% apart from run to run. The device is idle here (the call
-    was synchronised) and nothing of the harness runs on it."""
-    gap_s = min(calls.cooldown * last_call_ms / 1e3, COOLDOWN_MAX_S)
+def _cool_down(calls: TimedCalls, device_wait_ms: float) -> None:
+    """Leave the device idle for ``cooldown`` times as long as the host waited for it after the
+    last call returned (at most 50 ms): with calls back to back, millisecond GEMMs on the H100 ran
+    into the power cap, 6 to 15% above Nsight Compute's time and 4 to 11% apart from run to run.
+    The wait, not the whole host span: a call whose time is the host's leaves the device idle
+    anyway (an RMSNorm reference of a few us on the device, 100 to 200 us of launches under the
+    profiler, slept that long on every call, about a third of an evaluation's timed loops). The
+    device is idle here (the call was synchronised) and nothing of the harness runs on it."""
+    gap_s = min(calls.cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
     if gap_s > 0:
         time.sleep(gap_s)
 
@@ -166,15 +210,18 @@ class _Loop:
 def _profiled_loop(calls: TimedCalls) -> _Loop:
     """The timed loop under the profiler. Exceptions from the solution's calls propagate as they
     are: they must not turn into a quiet fallback to a method that sees less."""
-    ProfilerActivity, profile, record_function = _profiler()
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    _prime(calls, profile, activities, record_function)
+    activities, record_function = _profiler()
+    _prime(calls, activities, record_function)
+    phase("    profiler primed")
     spans = HostSpans()
-    with _session(profile, activities, calls.device.vendor) as session:
+    with _session(activities, calls.device.vendor) as session:
         spans.bracket = _bracket(calls, record_function)
+        flush_wait = spans.bracket.get("wall_full", 0.0) - spans.bracket.get("wall_own", 0.0)
+        phase("    profiler started, bracket measured")
         for i in range(calls.iterations):
-            args = calls.setup()
-            synchronize(calls.device)
+            args = calls.arguments()
+            synchronize(calls.device)  # the copies done: what is left of the flush is the same every call
+            calls.flush()  # queued right before the call: no idle device between them (module docstring)
             calls.enter_call()
 
             def timed_call(i: int = i, args: Any = args) -> None:
@@ -184,12 +231,17 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
             _measured(spans, calls, timed_call)
             calls.exit_call()
             session.check()
-            _cool_down(calls, spans.wall_full[-1])
+            # The host's wait for the device after the call returned, less the bracket's (for
+            # what was left of the flush): the call's own device work.
+            _cool_down(calls, spans.wall_full[-1] - spans.wall_own[-1] - flush_wait)
         calls.finish()
+        phase(f"    {calls.iterations} timed call(s)")
+    phase("    profiler stopped")
     try:
-        records = activity.from_kineto(session.prof.profiler.kineto_results.events())
+        records = activity.from_kineto(session.recording.events)
     except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
         raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
+    phase(f"    {len(records)} profiler record(s) read")
     return _Loop(records, spans)
 
 
@@ -209,6 +261,7 @@ def time_device(calls: TimedCalls) -> MethodResult:
     loop = _profiled_loop(calls)
     records = loop.records
     found = activity.attribute(records, calls.iterations, CALL_RANGE, SETUP_RANGE)
+    phase("    records attributed to calls")
     spans = [c.span_ns for c in found.calls]
     if found.setup_count == 0 and all(s is None for s in spans):
         raise MethodUnavailable(f"the profiler delivered no device activity records ({_record_summary(records)}; "
