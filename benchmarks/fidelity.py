@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import torch  # noqa: E402
 
 from sol_execbench.evaluate import host_recheck  # noqa: E402
+from sol_execbench.evaluate.clock_watch import device_uuid  # noqa: E402
 from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, time_calls  # noqa: E402
 from sol_execbench.evaluate.timing_methods import activity, cupti_tsc  # noqa: E402
 from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, SETUP_RANGE  # noqa: E402
@@ -417,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fidelity.py needs a GPU", file=sys.stderr)
         return 2
     device = current()
-    reader = ClockReader(device.vendor, device.index)
+    reader = ClockReader(device.vendor, device.index, device_uuid(device))  # NVML needs the UUID under remapped visibility
     report: dict[str, Any] = {"device": device.to_dict(), "torch": torch.__version__,
                               "clocks_before": asdict(reader.read()),
                               "targets": {"accuracy": "device within 5% of truth at >= 20 us, within 15% or 1 us below",

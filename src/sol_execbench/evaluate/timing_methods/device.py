@@ -193,8 +193,8 @@ def _cool_down(calls: TimedCalls, device_wait_ms: float) -> None:
     last call returned (at most 50 ms): with calls back to back, millisecond GEMMs on the H100 ran
     into the power cap, 6 to 15% above Nsight Compute's time and 4 to 11% apart from run to run.
     The wait, not the whole host span: a call whose time is the host's leaves the device idle
-    anyway (an RMSNorm reference of a few us on the device, 100 to 200 us of launches under the
-    profiler, slept that long on every call, about a third of an evaluation's timed loops). The
+    anyway (a kernel of a few us slept as long as its 150 to 200 us host span under the profiler
+    after every call, a large share of an evaluation's timed loops). The
     device is idle here (the call was synchronised) and nothing of the harness runs on it."""
     gap_s = min(calls.cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
     if gap_s > 0:
