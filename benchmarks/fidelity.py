@@ -347,7 +347,7 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
     fn, values = build()
     methods: dict[str, Any] = {}
     for method in ("device", "events", "graph"):
-        methods[method] = harness_median(fn, values, method, args.warmup, args.iterations)
+        methods[method] = harness_median(fn, values, method, args.warmup, args.iterations, cooldown=args.cooldown)
     # The default device method idles after each call (TimingConfig.cooldown); this is it without.
     methods["device_back_to_back"] = harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=0.0)
     methods["do_bench"] = {"median_ms": do_bench_median(fn, values)}
@@ -358,7 +358,8 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
     if truth is None:
         truth, source = methods["profiler_kernel_sum"]["median_ms"], f"profiler kernel sum ({source})"
     repeats = [methods["device"]["median_ms"]] + [
-        harness_median(fn, values, "device", args.warmup, args.iterations)["median_ms"] for _ in range(args.repeats - 1)]
+        harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown)["median_ms"]
+        for _ in range(args.repeats - 1)]
     result = CaseResult(name, description, truth, source, methods, repeats)
     check_targets(result)
     return result
@@ -406,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5, help="device-method runs per case for the spread")
+    parser.add_argument("--cooldown", type=float, default=DEFAULT_COOLDOWN,
+                        help="timing.cooldown of the default method's runs (default: an evaluation's)")
     parser.add_argument("--no-ncu", action="store_true", help="use the profiler's kernel sum as ground truth")
     parser.add_argument("--ncu-cache-control", choices=("all", "none"), default="all",
                         help="ncu's --cache-control for the ground truth (default all)")
