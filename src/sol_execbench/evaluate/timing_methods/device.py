@@ -1,19 +1,18 @@
 """The ``device`` method: each call's device span from the vendor's activity records.
 
-The timed loop runs once under ``torch.profiler`` with device activity on (CUPTI on NVIDIA,
-roctracer/rocprofiler on ROCm). Each call is a ``record_function`` range; the harness's own
-work between calls (new arguments, the L2 flush) is in separately named setup ranges. Per call
-the span runs from the first start to the last end of every kernel, memcpy and memset the call
-launched, on any stream (``activity.attribute``).
+The timed loop runs once under a profiler recording with device activity on (CUPTI on NVIDIA,
+roctracer/rocprofiler on ROCm, through PyTorch's Kineto; see ``_Recording``). Each call is a
+``record_function`` range; the harness's own work between calls (new arguments, the L2 flush) is
+in separately named setup ranges. Per call the span runs from the first start to the last end of
+every kernel, memcpy and memset the call launched, on any stream (``activity.attribute``).
 
 The device is synchronised after each call, so its span cannot overlap the next call's, and
 after the next call's arguments are copied. The L2 flush is queued just before the call, with no
-wait in between: its
-first kernel starts as the flush ends, on a device that is already busy, as under the events
-method and Nsight Compute. With a synchronisation between the flush and the call (the earlier
-loop) the device idled for the 20 to 50 us the host takes to launch, and GEMMs of 200 to 350 us
-then read 2 to 8% above Nsight Compute, with run-to-run spreads of 3 to 6.5% (H100, fifth
-session), while back-to-back methods matched it.
+wait in between: the call's first kernel starts as the flush ends, on a device that is already
+busy, as under the events method and Nsight Compute. With a synchronisation between the flush and
+the call (the earlier loop) the device idled for the 20 to 50 us the host takes to launch, and
+bf16 GEMMs of 200 us to 1.4 ms then read 2 to 12% above Nsight Compute, with run-to-run spreads
+of 3 to 6.5% (H100, fifth session), while back-to-back methods matched it.
 
 The same pass gives the host span of each call: wall-clock and the calling thread's CPU time,
 until the call returned (``own``) and until the device has finished (``full``). The full span
@@ -133,8 +132,7 @@ def _prime(calls: TimedCalls, activities: set[Any], record_function: Any) -> Non
     _primed.add(calls.device.torch_device)
     with _session(activities, calls.device.vendor) as session:
         for _ in range(PRIMING_CALLS):
-            with record_function(SETUP_RANGE):
-                calls.flusher.flush()
+            calls.flush()
             synchronize(calls.device)
             calls.enter_call()
             with record_function(SETUP_RANGE):
