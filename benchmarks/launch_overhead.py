@@ -5,7 +5,8 @@
 For a few fidelity cases (benchmarks/fidelity.py): per call, the wall-clock span from the call's
 start until the device finished (cold L2, synchronised before), median of 50 calls: with no
 profiler; inside a ``torch.profiler`` session with CPU and CUDA activities; inside the device
-method's profiler ranges too (the flush in a setup range, the call in a call range); and those
+method's profiler ranges too (the flush in a setup range and waited for, as the method's loop did
+until the fifth session, the call in a call range); and those
 with the idle gap after each call that the device method leaves (``timing.cooldown``), asleep or
 spinning. Also the same for the measuring bracket alone (a one-element add). The differences are
 what the measuring adds to a call's host span, which the host-bound rule must not mistake for

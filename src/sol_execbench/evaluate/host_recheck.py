@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .phases import phase
 from .timing import Measurement, host_dominates, waited_not_worked
 from .timing_methods.base import synchronize
 
@@ -86,6 +87,7 @@ def recheck(m: Measurement, call_once: CallOnce, device: Any, calls: int = RECHE
                 return
             spans.append(span)
         bracket = _bracket_ms(device, calls)
+        phase(f"    host-bound: {calls} call(s) re-checked without the profiler")
     except Exception as exc:  # noqa: BLE001  (the verdict of the timed calls stands)
         m.warnings.append(f"host-bound stands: the re-check without the profiler failed: {exc!r}")
         return

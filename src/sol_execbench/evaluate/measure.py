@@ -40,7 +40,7 @@ from .calls import (Context, FailureEvidence, Verdict, check_integrity, clone_va
 from .correctness import RoundTally
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .phases import phase
-from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, _flat_view, time_calls
+from .timing import CallKeeper, FreshArgs, L2Flusher, Measurement, flat_view, time_calls
 
 CPU_TIMING_ENV = "SOL_EXECBENCH_ALLOW_CPU_TIMING"
 BANK_MAX_SETS = 64
@@ -116,7 +116,7 @@ def scaled_down(value: Any, exponent: int) -> tuple[Any, bool]:
     length stays in range. Dtypes without arithmetic here (packed fp4) are left as they are."""
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
         return value, False
-    flat, span = _flat_view(value)  # the whole memory extent: the result keeps the layout
+    flat, span = flat_view(value)  # the whole memory extent: the result keeps the layout
     try:
         wide = flat.float()
         if not bool(((wide != 0) & torch.isfinite(wide)).any()):
@@ -250,7 +250,6 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
                              contended=_contended(ctx, workload))
         warnings.extend(sol.warnings[known:])
         check_integrity(ctx)
-        phase(f"  {workload.uuid}: host-bound verdict re-checked without the profiler")
     stats = sol.stats()
     perf = Performance(latency_ms=stats.median_ms, solution_timing=stats, peak_memory_bytes=sol_peak)
     if cfg.benchmark_reference:
@@ -313,8 +312,6 @@ def _time_reference(ctx: Context, bank: list[list[Any]], perf: Performance, note
     try:
         ref, ref_peak = _timed(ctx, ctx.reference_fn, FreshArgs(bank, slots=cfg.warmup_runs + cfg.iterations + 1),
                                [], None, contended)
-        if host_recheck.applies(ref):
-            phase("  reference timed, host-bound: re-checking without the profiler")
         host_recheck.recheck(ref, _reference_once(ctx, bank), ctx.device, contended=contended)
         stats = ref.stats()
         perf.reference_latency_ms = stats.median_ms

@@ -39,11 +39,11 @@ WARMUP_MAX_EXTRA_CALLS = 10_000
 WARM_DEVICE_GAP_S = 0.25  # a timed loop that ended this recently leaves the clocks up: no extra warm-up
 _last_loop_end: dict[str, float] = {}  # device -> perf_counter() when its last timed loop ended
 
-__all__ = ["CallKeeper", "FreshArgs", "L2Flusher", "METHODS", "Measurement", "resolve_method", "summarize",
-           "time_calls"]
+__all__ = ["CallKeeper", "FreshArgs", "L2Flusher", "METHODS", "Measurement", "flat_view", "resolve_method",
+           "summarize", "time_calls"]
 
 
-def _flat_view(src: torch.Tensor) -> tuple[torch.Tensor, int]:
+def flat_view(src: torch.Tensor) -> tuple[torch.Tensor, int]:
     """The tensor's whole memory extent as a 1-D view, and that extent in elements."""
     if src.numel() == 0:
         return src.reshape(0), 0
@@ -72,7 +72,7 @@ class FreshArgs:
             if not isinstance(v, torch.Tensor):
                 self._pools.append(None)
                 continue
-            _, span = _flat_view(v)
+            _, span = flat_view(v)
             step = max(1, _POOL_STEP_BYTES // v.element_size())
             self._pools.append((torch.empty(span + (self._slots - 1) * step, dtype=v.dtype, device=v.device), span, step))
 
@@ -118,7 +118,7 @@ class FreshArgs:
                 continue
             buffer, span, step = pool
             offset = (i % self._slots) * step
-            flat, _ = _flat_view(value)
+            flat, _ = flat_view(value)
             buffer.narrow(0, offset, span).copy_(flat)
             out.append(buffer.as_strided(value.shape, value.stride(), offset))
         return out

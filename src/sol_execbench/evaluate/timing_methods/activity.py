@@ -28,6 +28,7 @@ from typing import Any, Iterable, NamedTuple
 DEVICE_KINDS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 LAUNCH_KINDS = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver"})
 HOST_RANGE_KINDS = frozenset({"cpu_op", "user_annotation"})
+_KEPT_KINDS = DEVICE_KINDS | LAUNCH_KINDS | HOST_RANGE_KINDS
 _NAME_WIDTH = 72
 
 
@@ -85,11 +86,10 @@ def from_kineto(events: Iterable[Any]) -> list[Activity]:
     typed = callable(getattr(events[0], "activity_type", None))
     annotated = callable(getattr(events[0], "is_user_annotation", None))
     out = []
-    wanted = DEVICE_KINDS | LAUNCH_KINDS | HOST_RANGE_KINDS
     for e in events:
         name = e.name()
         kind = _kind_of(e, name, typed, annotated)
-        if kind not in wanted:
+        if kind not in _KEPT_KINDS:
             continue
         resource = e.device_resource_id()
         on_device = kind in DEVICE_KINDS
