@@ -155,7 +155,8 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
     host_recheck.recheck(m, lambda k: (host_recheck.timed_call(fn, values, flusher, device)[1], None), device)
     stats = m.stats()
     return {"median_ms": stats.median_ms, "method_ran": m.method, "note": m.note, "host_bound": m.host_bound,
-            "host_median_ms": stats.host_median_ms, "warnings": m.warnings}
+            "host_median_ms": stats.host_median_ms, "warnings": m.warnings,
+            "sm_clock_median_mhz": stats.sm_clock_median_mhz, "sm_clock_min_mhz": stats.sm_clock_min_mhz}
 
 
 def do_bench_median(fn: Callable, values: list) -> float | None:
@@ -164,6 +165,43 @@ def do_bench_median(fn: Callable, values: list) -> float | None:
     except ImportError:
         return None
     return float(triton.testing.do_bench(lambda: fn(*values), warmup=25, rep=100, return_mode="median"))
+
+
+def graph_differential(fn: Callable, values: list, calls: int = 100, replays: int = 5) -> float | None:
+    """A third reading of a call's device time that uses neither CUPTI nor Nsight Compute: CUDA
+    events around a graph of ``calls`` x (L2 flush, call) less a graph of ``calls`` flushes alone,
+    per call (ms). Inside a graph the next kernel is dispatched as the previous one ends, so this
+    is the time the call adds to a busy device; median of ``replays``. None where capture fails."""
+    flusher = L2Flusher(current())
+
+    def per_call(body: Callable[[], Any]) -> float:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+            for _ in range(3):
+                body()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                body()
+        graph.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(replays):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) / calls)
+        return statistics.median(times)
+
+    try:
+        return per_call(lambda: (flusher.flush(), fn(*values))) - per_call(flusher.flush)
+    except Exception:  # noqa: BLE001  (a case that cannot be captured: the column stays empty)
+        return None
 
 
 def call_anatomy(device: list[activity.Activity],
@@ -323,6 +361,9 @@ class CaseResult:
     ground_truth_source: str
     methods: dict[str, Any] = field(default_factory=dict)
     repeat_medians_ms: list[float] = field(default_factory=list)
+    repeat_clocks_mhz: list[float | None] = field(default_factory=list)  # each repeat's median probe clock
+    repeat_notes: list[str | None] = field(default_factory=list)  # the timing note of each repeat found host-bound
+    after_load: list[dict[str, Any]] = field(default_factory=list)  # --after-load runs (not in the targets)
     error: float = 0.0
     spread: float | None = None
     accuracy_ok: bool = False
@@ -333,14 +374,18 @@ def relative_error(measured_ms: float, truth_ms: float) -> float:
     return abs(measured_ms - truth_ms) / truth_ms if truth_ms > 0 else float("inf")
 
 
+def accuracy_met(measured_ms: float, truth_ms: float) -> bool:
+    """Issue 4's accuracy target: within 5% from 20 us, within 15% or 1 us below."""
+    if truth_ms * 1e3 >= TARGET_LARGE_US:
+        return relative_error(measured_ms, truth_ms) <= TARGET_LARGE_ERR
+    return relative_error(measured_ms, truth_ms) <= TARGET_SMALL_ERR or abs(measured_ms - truth_ms) * 1e3 <= TARGET_SMALL_ABS_US
+
+
 def check_targets(result: CaseResult) -> None:
     truth_us = result.ground_truth_ms * 1e3
     measured = result.methods["device"]["median_ms"]
     result.error = relative_error(measured, result.ground_truth_ms)
-    if truth_us >= TARGET_LARGE_US:
-        result.accuracy_ok = result.error <= TARGET_LARGE_ERR
-    else:
-        result.accuracy_ok = result.error <= TARGET_SMALL_ERR or abs(measured - result.ground_truth_ms) * 1e3 <= TARGET_SMALL_ABS_US
+    result.accuracy_ok = accuracy_met(measured, result.ground_truth_ms)
     medians = result.repeat_medians_ms
     if len(medians) > 1:
         result.spread = (max(medians) - min(medians)) / statistics.median(medians)
@@ -351,10 +396,18 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
     description, build = CASES[name]
     fn, values = build()
     methods: dict[str, Any] = {}
-    for method in ("device", "events", "graph"):
+    # The repeats for the spread come first, one after another as an evaluation's timed loops do.
+    # Placed after do_bench (100 ms without a pause) and ncu, as until the sixth session, they
+    # measured the bench's own heating: on the H100 a 350 us GEMM read 3 to 23% slow for seconds
+    # after such a load, the SM clock down to 1530 MHz (see --after-load).
+    runs = [harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown)
+            for _ in range(args.repeats)]
+    methods["device"] = runs[0]
+    for method in ("events", "graph"):
         methods[method] = harness_median(fn, values, method, args.warmup, args.iterations, cooldown=args.cooldown)
     # The default device method idles after each call (TimingConfig.cooldown); this is it without.
     methods["device_back_to_back"] = harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=0.0)
+    methods["graph_differential"] = {"median_ms": graph_differential(fn, values)}
     methods["do_bench"] = {"median_ms": do_bench_median(fn, values)}
     methods["profiler_kernel_sum"] = profiler_kernel_sum(fn, values)
     truth, source, gpc_ms = ((None, "ncu skipped (--no-ncu)", None) if args.no_ncu
@@ -362,12 +415,27 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
     methods["ncu_gpc_elapsed"] = {"median_ms": gpc_ms}
     if truth is None:
         truth, source = methods["profiler_kernel_sum"]["median_ms"], f"profiler kernel sum ({source})"
-    repeats = [methods["device"]["median_ms"]] + [
-        harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown)["median_ms"]
-        for _ in range(args.repeats - 1)]
-    result = CaseResult(name, description, truth, source, methods, repeats)
+    result = CaseResult(name, description, truth, source, methods, [r["median_ms"] for r in runs],
+                        [r["sm_clock_median_mhz"] for r in runs],
+                        [r["note"] if r["host_bound"] else None for r in runs])
+    for _ in range(args.after_load):
+        result.after_load.append(after_load(fn, values, args))
     check_targets(result)
     return result
+
+
+LOAD_MS = 1000
+
+
+def after_load(fn: Callable, values: list, args: argparse.Namespace) -> dict[str, Any]:
+    """One device-method run right after a second of the same calls back to back (do_bench):
+    what a preceding sustained load does to the next timed loop with clocks as found."""
+    import triton.testing
+
+    triton.testing.do_bench(lambda: fn(*values), warmup=25, rep=LOAD_MS)
+    run = harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown)
+    return {"median_ms": run["median_ms"], "sm_clock_median_mhz": run["sm_clock_median_mhz"],
+            "sm_clock_min_mhz": run["sm_clock_min_mhz"]}
 
 
 def empty_kernel_offset(results: list[CaseResult]) -> float | None:
@@ -389,7 +457,8 @@ def _us(ms: float | None) -> str:
 
 
 def print_table(results: list[CaseResult]) -> None:
-    columns = ["device", "device_back_to_back", "events", "graph", "do_bench", "profiler_kernel_sum", "ncu_gpc_elapsed"]
+    columns = ["device", "device_back_to_back", "events", "graph", "do_bench", "profiler_kernel_sum", "ncu_gpc_elapsed",
+               "graph_differential"]
     print(f"{'case':26s} {'truth us':>9s} " + " ".join(f"{c[:9]:>9s}" for c in columns) + "   err%  spread%  ok")
     for r in results:
         cells = " ".join(_us(r.methods[c]["median_ms"]) for c in columns)
@@ -402,6 +471,15 @@ def print_table(results: list[CaseResult]) -> None:
         k = r.methods["profiler_kernel_sum"]
         print(f"{r.name:26s} {_us(k['median_ms'])} {_us(k.get('span_ms'))} {_us(k.get('idle_ms'))} "
               f"{_us(k.get('late_launch_ms'))}")
+    print("device-method runs: median us @ median SM clock MHz (the probe after each call)")
+    for r in results:
+        runs = ", ".join(f"{m * 1e3:.2f}@{c:.0f}" if c else f"{m * 1e3:.2f}" for m, c in
+                         zip(r.repeat_medians_ms, r.repeat_clocks_mhz))
+        loaded = ", ".join(f"{a['median_ms'] * 1e3:.2f}@{a['sm_clock_median_mhz'] or 0:.0f}" for a in r.after_load)
+        print(f"  {r.name:26s} {runs}" + (f" | after a sustained load: {loaded}" if loaded else ""))
+        for k, note in enumerate(r.repeat_notes):
+            if note:
+                print(f"    run {k + 1} host-bound: {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -416,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ncu", action="store_true", help="use the profiler's kernel sum as ground truth")
     parser.add_argument("--ncu-cache-control", choices=("all", "none"), default="all",
                         help="ncu's --cache-control for the ground truth (default all)")
+    parser.add_argument("--after-load", type=int, default=0, metavar="N",
+                        help="also N device-method runs per case, each right after a second of back-to-back calls "
+                             "(reported, not in the targets)")
     parser.add_argument("--ncu-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ncu_child:
@@ -451,6 +532,14 @@ def main(argv: list[str] | None = None) -> int:
               f"error of each case against the ground truth less that offset:")
         for r in results:
             print(f"  {r.name:26s} {error_less_offset(r, offset) * 100:6.2f}%")
+    print("kernels under 20 us, the device method against the graph differential (events only; neither CUPTI nor "
+          "ncu; larger kernels run into the power cap in it, flushes and calls back to back):")
+    for r in results:
+        diff = r.methods["graph_differential"]["median_ms"]
+        if diff and r.ground_truth_ms * 1e3 < TARGET_LARGE_US:
+            measured = r.methods["device"]["median_ms"]
+            print(f"  {r.name:26s} {(measured - diff) * 1e3:+7.2f} us {relative_error(measured, diff) * 100:6.2f}%  "
+                  f"{'met' if accuracy_met(measured, diff) else 'missed'}")
     _write(args.out, report)
     return 0 if report["all_targets_met"] else 1
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from sol_execbench.evaluate.timing_methods.activity import (Activity, CallActivity, attribute, foreign_description,
-                                                            from_kineto, work_set_warnings)
-from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, SETUP_RANGE
+                                                            from_kineto, probe_durations, sm_clocks_mhz,
+                                                            work_set_warnings)
+from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, PROBE_RANGE, SETUP_RANGE
 
 
 def _range(name, start, end, corr):
@@ -191,3 +192,37 @@ def test_ranges_from_another_thread_are_not_the_harnesss():
                on(2, SETUP_RANGE, 210, 290, 4), _launch(250, corr=101), _kernel("late", 500, 600, corr=101)]
     found = attribute(records, 2, CALL_RANGE, SETUP_RANGE)
     assert found.forged_ranges == [SETUP_RANGE] and [a.name for a in found.foreign] == ["late"]
+
+
+def _with_probes():
+    """The timeline with the clock probe: two zero-cycle probes before the calls, one 20,000-cycle
+    probe after each call (1 us floor; 11 us and 12 us: 2.0 and about 1.82 GHz)."""
+    return _timeline() + [
+        _range(f"{PROBE_RANGE}#0", 60, 62, corr=6), _launch(61, corr=110), _kernel("spin_kernel", 62, 1062, corr=110),
+        _range(f"{PROBE_RANGE}#0", 70, 72, corr=7), _launch(71, corr=111), _kernel("spin_kernel", 72, 1072, corr=111),
+        _range(f"{PROBE_RANGE}#20000", 210, 212, corr=8), _launch(211, corr=112),
+        _kernel("spin_kernel", 460, 11460, corr=112),
+        _range(f"{PROBE_RANGE}#20000", 710, 712, corr=9), _launch(711, corr=113),
+        _kernel("spin_kernel", 910, 12910, corr=113),
+    ]
+
+
+def test_the_clock_probe_is_the_harnesss_own_work_not_a_calls():
+    found = attribute(_with_probes(), 2, CALL_RANGE, SETUP_RANGE)
+    assert [a.name for a in found.calls[0].device] == ["gemm", "side"]
+    assert [a.name for a in found.calls[1].device] == ["gemm"]
+    assert found.setup_count == 6 and not found.foreign and not found.forged_ranges
+
+
+def test_probe_durations_give_the_sm_clock_of_each_call():
+    probes = probe_durations(_with_probes(), PROBE_RANGE)
+    assert probes == [(0, 1000), (0, 1000), (20000, 11000), (20000, 12000)]
+    clocks = sm_clocks_mhz(probes)
+    assert [round(c) for c in clocks] == [2000, 1818]
+    assert sm_clocks_mhz([(20000, 11000)]) == []  # nothing to calibrate the launch's floor against
+
+
+def test_a_probe_range_opened_inside_a_call_is_forged():
+    records = _timeline() + [_range(f"{PROBE_RANGE}#5", 110, 150, corr=6)]
+    found = attribute(records, 2, CALL_RANGE, SETUP_RANGE)
+    assert found.forged_ranges == [f"{PROBE_RANGE}#5"]

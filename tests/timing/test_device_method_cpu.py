@@ -16,7 +16,7 @@ from sol_execbench.evaluate import timing
 from sol_execbench.evaluate.timing import CallKeeper, FreshArgs, L2Flusher, time_calls
 from sol_execbench.evaluate.timing_methods import activity, base, device
 from sol_execbench.evaluate.timing_methods.activity import Activity
-from sol_execbench.evaluate.timing_methods.base import CALL_RANGE
+from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, PROBE_RANGE
 
 
 @pytest.fixture
@@ -26,6 +26,7 @@ def fake_gpu(cpu_device, monkeypatch):
     monkeypatch.setattr(timing, "synchronize", lambda d: None)
     # The CPU activity stands in for device activity.
     monkeypatch.setattr(device, "_profiler", lambda: ({ProfilerActivity.CPU}, record_function))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)  # the clock probe: its range, no kernel
     return dataclasses.replace(cpu_device, vendor="cuda")
 
 
@@ -61,6 +62,27 @@ def test_device_spans_come_from_the_records_of_each_call(fake_gpu, monkeypatch):
     # Which argument set each timed call ran on (the content-cache check pairs calls by it): the
     # timed calls follow the two warm-up calls.
     assert m.call_indices == list(range(2, 8))
+
+
+def test_the_clock_probe_after_each_call_gives_its_sm_clock(fake_gpu, monkeypatch):
+    """One zero-cycle probe per calibration and one spinning probe after each call, under the
+    probe's own range; a 1 us floor and 20,000 cycles in 11 us make 2000 MHz."""
+    with_kernels = _with_kernels(5_000_000)
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        for r in list(records):
+            if r.kind == "user_annotation" and r.name.startswith(PROBE_RANGE + "#"):
+                cycles = int(r.name.rsplit("#", 1)[1])
+                duration = 1_000 + cycles // 2  # ns: 1 us floor, then 2 cycles per ns
+                records.append(Activity("kernel", "spin_kernel", r.start_ns + 100, r.start_ns + 100 + duration,
+                                        linked=r.correlation))
+        return records
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _time(fake_gpu, lambda x, y: x + y)
+    assert m.sm_clock_mhz == [2000.0] * 6 and m.device_ms == [5.0] * 6 and m.suspicious == []
+    assert m.stats().sm_clock_median_mhz == 2000.0 and m.warnings == []
 
 
 def test_without_device_records_the_method_falls_back_to_events(fake_gpu, monkeypatch):

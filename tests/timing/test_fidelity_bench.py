@@ -97,3 +97,16 @@ def test_the_empty_kernel_gives_the_offset_between_the_instruments(fidelity):
     # Without ncu there is nothing to correct: the fallback truth is the profiler's own reading.
     empty.ground_truth_source = "profiler kernel sum (ncu not found)"
     assert fidelity.empty_kernel_offset([add, empty]) is None
+
+
+def test_the_table_lists_each_run_with_its_probe_clock(fidelity, capsys):
+    methods = {c: {"median_ms": 0.35} for c in ("device", "device_back_to_back", "events", "graph", "do_bench",
+                                               "ncu_gpc_elapsed", "graph_differential")}
+    methods["profiler_kernel_sum"] = {"median_ms": 0.35, "span_ms": 0.35, "idle_ms": 0.0, "late_launch_ms": 0.0}
+    result = fidelity.CaseResult("gemm", "", 0.345, "ncu", methods, [0.339, 0.341], [1972.0, None],
+                                 after_load=[{"median_ms": 0.417, "sm_clock_median_mhz": 1530.0}])
+    fidelity.check_targets(result)
+    fidelity.print_table([result])
+    out = capsys.readouterr().out
+    assert "339.00@1972, 341.00" in out and "after a sustained load: 417.00@1530" in out
+    assert fidelity.accuracy_met(0.0016, 0.0022) and not fidelity.accuracy_met(0.0016, 0.0030)

@@ -301,3 +301,15 @@ def test_host_work_hidden_behind_the_queued_flush_still_counts():
     honest = HostSpans(wall_own=[0.02] * 5, wall_full=[0.16] * 5, bracket={"wall_own": 0.005, "wall_full": 0.15})
     c = choose_latency([0.001] * 5, [0.16] * 5, 0.15, spans=honest)
     assert c.host_bound is False and c.times_ms == [0.001] * 5
+
+
+def test_a_falling_sm_clock_is_warned_about_and_recorded():
+    steady = [1980.0, 1972.0, 1935.0, 1900.0]  # a cool GEMM loop moved by about 4%
+    assert timing.clock_warning(steady) is None and timing.clock_warning(None) is None
+    capped = steady + [1650.0, 1530.0]
+    warning = timing.clock_warning(capped)
+    assert warning is not None and "1530 to 1980 MHz" in warning
+    m = timing.Measurement([0.35] * 6, "device", sm_clock_mhz=capped)
+    stats = m.stats()
+    assert stats.sm_clock_min_mhz == 1530.0 and stats.sm_clock_median_mhz == 1917.5
+    assert timing.Measurement([0.35], "events").stats().sm_clock_median_mhz is None

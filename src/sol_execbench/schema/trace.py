@@ -72,6 +72,11 @@ class TimingStats(SchemaModel):
     """True when the host span exceeded 100 us and twice the device span, so the host span is reported."""
     input_sets: Optional[int] = None
     """Distinct input contents rotated over the timed calls (each call also gets a new address)."""
+    sm_clock_median_mhz: Optional[float] = None
+    """Median SM clock over the timed calls, read on the device right after each call by a kernel
+    that spins for a known number of cycles (device method, NVIDIA)."""
+    sm_clock_min_mhz: Optional[float] = None
+    """Lowest SM clock so read over the timed calls."""
 
 
 class Performance(SchemaModel):

@@ -147,7 +147,7 @@ def _windows(records: list[Activity], call_prefix: str, setup_name: str) -> tupl
     for r in records:
         if r.kind != "user_annotation":
             continue
-        if r.name == setup_name:
+        if r.name == setup_name or r.name.startswith(setup_name + "::"):  # the clock probe's range too
             found.append((r, None))
         elif r.name.startswith(call_prefix + "#"):
             try:
@@ -202,6 +202,43 @@ def attribute(records: list[Activity], call_count: int, call_prefix: str, setup_
         elif 0 <= window.call < call_count:
             result.calls[window.call].device.append(r)
     return result
+
+
+def probe_durations(records: list[Activity], probe_prefix: str) -> list[tuple[int, int]]:
+    """(cycles, kernel duration in ns) of each clock probe, in launch order: the kernels launched
+    inside the ranges named ``<probe_prefix>#<cycles>`` (found as ``attribute`` finds a call's:
+    through the linked range, else the launch record). A probe whose kernel record is missing is
+    left out."""
+    probes = sorted((r for r in records if r.kind == "user_annotation" and r.name.startswith(probe_prefix + "#")),
+                    key=lambda r: r.start_ns)
+    if not probes:
+        return []
+    starts = [r.start_ns for r in probes]
+    launches = {r.correlation: r.start_ns for r in records if r.kind in LAUNCH_KINDS}
+    op_start = {r.correlation: r.start_ns for r in records if r.kind in HOST_RANGE_KINDS}
+    found = []
+    for kernel in records:
+        if kernel.kind != "kernel":
+            continue
+        for when in (op_start.get(kernel.linked) if kernel.linked else None, launches.get(kernel.correlation)):
+            i = bisect.bisect_right(starts, when) - 1 if when is not None else -1
+            if i >= 0 and when <= probes[i].end_ns:
+                cycles = probes[i].name.rsplit("#", 1)[1]
+                if cycles.isdigit():
+                    found.append((when, int(cycles), kernel.end_ns - kernel.start_ns))
+                break
+    return [(cycles, ns) for _, cycles, ns in sorted(found)]
+
+
+def sm_clocks_mhz(probes: list[tuple[int, int]]) -> list[float]:
+    """The SM clock each spinning probe ran at: its cycles over its duration less an empty
+    probe's (the launch's own floor, the median of the zero-cycle probes). Empty without a
+    zero-cycle probe to calibrate against."""
+    floor = sorted(ns for cycles, ns in probes if cycles == 0)
+    if not floor:
+        return []
+    floor_ns = floor[len(floor) // 2]
+    return [cycles * 1e3 / (ns - floor_ns) for cycles, ns in probes if cycles > 0 and ns > floor_ns]
 
 
 def _setup_thread(windows: list[_Window], starts: list[int], launches: Iterable[Activity]) -> int:

@@ -17,6 +17,9 @@ from sol_execbench.platform import DeviceInfo
 
 SETUP_RANGE = "sol_execbench::setup"
 CALL_RANGE = "sol_execbench::call"  # a timed call is "sol_execbench::call#<index>"
+# The device method's clock probe after each call: "sol_execbench::setup::clock_probe#<cycles>". Under
+# SETUP_RANGE's name, so the attribution counts its kernel as the harness's own work.
+PROBE_RANGE = SETUP_RANGE + "::clock_probe"
 
 
 class MethodUnavailable(Exception):
@@ -174,6 +177,7 @@ class MethodResult:
     bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
     spans: HostSpans | None = None  # wall and CPU spans of each call (device method)
     host_functions: int = 0  # host functions the calls enqueued in stream order (run after they return)
+    sm_clock_mhz: list[float] | None = None  # the SM clock right after each call (device method's probe)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering: becomes REWARD_HACK

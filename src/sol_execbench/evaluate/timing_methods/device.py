@@ -31,7 +31,8 @@ import torch
 
 from ..phases import phase
 from . import activity, cupti_tsc
-from .base import CALL_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable, TimedCalls, synchronize
+from .base import (CALL_RANGE, PROBE_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable, TimedCalls,
+                   synchronize)
 
 
 def _profiler() -> tuple[set[Any], Any]:
@@ -183,6 +184,37 @@ def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
     return spans.medians()
 
 
+class _ClockProbe:
+    """The SM clock right after each timed call, read on the device itself.
+
+    ``torch.cuda._sleep(cycles)`` launches a kernel that spins until the SM's cycle counter has
+    advanced by ``cycles``; its duration in the activity records, less that of a zero-cycle one,
+    is ``cycles`` over the clock (``activity.sm_clocks_mhz``). NVML reads the clock between timed
+    loops only; on an H100 a bf16 GEMM of 350 us read 339 us in a loop at 1980 MHz and 360 to
+    417 us in loops that ended at 1530 to 1815 MHz after a sustained load had pushed the device
+    into its power cap (sixth session), and this is what says, per loop, which it was. It runs in
+    the idle gap after the call (the call's span and host spans are already taken), under a
+    setup range. NVIDIA only: on ROCm the spin counts a clock whose rate was not verified here."""
+
+    CYCLES = 20_000  # ~10 us at 2 GHz: long against the records' ~32 ns steps, short against the idle gap
+    CALIBRATIONS = 5
+
+    def __init__(self, calls: TimedCalls, record_function: Any):
+        self.enabled = calls.device.vendor == "cuda" and callable(getattr(torch.cuda, "_sleep", None))
+        self.record_function = record_function
+
+    def launch(self, cycles: int) -> None:
+        if self.enabled:
+            with self.record_function(f"{PROBE_RANGE}#{cycles}"):
+                torch.cuda._sleep(cycles)
+
+    def calibrate(self, calls: TimedCalls) -> None:
+        for _ in range(self.CALIBRATIONS if self.enabled else 0):
+            synchronize(calls.device)
+            self.launch(0)
+        synchronize(calls.device)
+
+
 COOLDOWN_MAX_S = 0.05
 
 
@@ -193,7 +225,7 @@ def _cool_down(calls: TimedCalls, device_wait_ms: float) -> None:
     The wait, not the whole host span: a call whose time is the host's leaves the device idle
     anyway (a kernel of a few us slept as long as its 150 to 200 us host span under the profiler
     after every call, a large share of an evaluation's timed loops). The
-    device is idle here (the call was synchronised) and nothing of the harness runs on it."""
+    device is idle here (the call was synchronised) but for the clock probe's ~10 us spin."""
     gap_s = min(calls.cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
     if gap_s > 0:
         time.sleep(gap_s)
@@ -212,8 +244,10 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     _prime(calls, activities, record_function)
     phase("    profiler primed")
     spans = HostSpans()
+    probe = _ClockProbe(calls, record_function)
     with _session(activities, calls.device.vendor) as session:
         spans.bracket = _bracket(calls, record_function)
+        probe.calibrate(calls)
         flush_wait = spans.bracket.get("wall_full", 0.0) - spans.bracket.get("wall_own", 0.0)
         phase("    profiler started, bracket measured")
         for i in range(calls.iterations):
@@ -229,6 +263,7 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
             _measured(spans, calls, timed_call)
             calls.exit_call()
             session.check()
+            probe.launch(probe.CYCLES)  # after the spans were taken; the next call waits for it
             # The host's wait for the device after the call returned, less the bracket's (for
             # what was left of the flush): the call's own device work.
             _cool_down(calls, spans.wall_full[-1] - spans.wall_own[-1] - flush_wait)
@@ -267,7 +302,8 @@ def time_device(calls: TimedCalls) -> MethodResult:
                                 f"dropped{_workaround_state()})")
     result = MethodResult(times_ms=[], device_ms=[s / 1e6 if s is not None else None for s in spans],
                           host_ms=loop.spans.wall_full, bracket_ms=loop.spans.bracket.get("wall_full", 0.0),
-                          spans=loop.spans, host_functions=len(found.host_functions))
+                          spans=loop.spans, host_functions=len(found.host_functions),
+                          sm_clock_mhz=activity.sm_clocks_mhz(activity.probe_durations(records, PROBE_RANGE)) or None)
     result.warnings.extend(activity.work_set_warnings(found.calls))
     if found.foreign:
         result.suspicious.append(activity.foreign_description(found.foreign))
