@@ -156,7 +156,8 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
     stats = m.stats()
     return {"median_ms": stats.median_ms, "method_ran": m.method, "note": m.note, "host_bound": m.host_bound,
             "host_median_ms": stats.host_median_ms, "warnings": m.warnings,
-            "sm_clock_median_mhz": stats.sm_clock_median_mhz, "sm_clock_min_mhz": stats.sm_clock_min_mhz}
+            "sm_clock_median_mhz": stats.sm_clock_median_mhz, "sm_clock_min_mhz": stats.sm_clock_min_mhz,
+            "device_ms": m.device_ms, "sm_clock_mhz": m.sm_clock_mhz}
 
 
 def do_bench_median(fn: Callable, values: list) -> float | None:
@@ -363,6 +364,7 @@ class CaseResult:
     repeat_medians_ms: list[float] = field(default_factory=list)
     repeat_clocks_mhz: list[float | None] = field(default_factory=list)  # each repeat's median probe clock
     repeat_notes: list[str | None] = field(default_factory=list)  # the timing note of each repeat found host-bound
+    repeat_calls: list[dict[str, Any]] = field(default_factory=list)  # each repeat's per-call device spans and clocks
     after_load: list[dict[str, Any]] = field(default_factory=list)  # --after-load runs (not in the targets)
     error: float = 0.0
     spread: float | None = None
@@ -417,7 +419,8 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
         truth, source = methods["profiler_kernel_sum"]["median_ms"], f"profiler kernel sum ({source})"
     result = CaseResult(name, description, truth, source, methods, [r["median_ms"] for r in runs],
                         [r["sm_clock_median_mhz"] for r in runs],
-                        [r["note"] if r["host_bound"] else None for r in runs])
+                        [r["note"] if r["host_bound"] else None for r in runs],
+                        [{"device_ms": r["device_ms"], "sm_clock_mhz": r["sm_clock_mhz"]} for r in runs])
     for _ in range(args.after_load):
         result.after_load.append(after_load(fn, values, args))
     check_targets(result)

@@ -9,7 +9,7 @@ its start until the device finished, and each call's outputs copied the moment i
 checked against the reference, so a solution cannot skip its work where it sees no profiler. If
 the host spans there do not meet the host-bound rule, the verdict was the profiler's: the device
 spans are reported and the note says so. If they do, or an output is wrong, or anything fails,
-the host-bound verdict stands.
+the host-bound verdict stands (after a second round, for a host that was slow for a moment).
 
 On a contended machine (other processes on the GPU, or more runnable threads than cores) the wall
 spans also hold the wait for other processes' kernels and for a core: on the H100 host, with three
@@ -72,29 +72,53 @@ def applies(m: Measurement) -> bool:
                 and len(m.device_ms) == len(m.host_ms))
 
 
+RECHECK_ROUNDS = 2
+RECHECK_PAUSE_S = 0.2
+
+
+def _round(call_once: CallOnce, device: Any, first: int, calls: int) -> tuple[list[CallSpans], float, str | None]:
+    """``calls`` unprofiled calls (numbered from ``first``), then the synchronisation's own span:
+    (their spans, that span, the first problem with an output or None)."""
+    spans = []
+    for k in range(first, first + calls):
+        span, problem = call_once(k)
+        if problem:
+            return spans, 0.0, problem
+        spans.append(span)
+    return spans, _bracket_ms(device, calls), None
+
+
 def recheck(m: Measurement, call_once: CallOnce, device: Any, calls: int = RECHECK_CALLS, *,
             contended: bool = False) -> None:
     """Re-judge ``m`` (changed in place) on ``calls`` unprofiled calls; see the module docstring.
-    ``contended``: other processes used the GPU, or the host had more runnable threads than cores."""
+    ``contended``: other processes used the GPU, or the host had more runnable threads than cores.
+
+    Where those calls still look host-bound, a second round runs after a pause and the verdict
+    stands only if it looks so too: on the H100 virtual machine an honest 17 us GEMM had, in one
+    run of ten, profiled host spans of 209 us and unprofiled ones of 116 us (sixth session), the
+    host slow for that moment, not the call. Host work is there in every round."""
     if not applies(m):
         return
+    device_median = statistics.median(m.device_ms)
     try:
-        spans = []
-        for k in range(calls):
-            span, problem = call_once(k)
+        for look in range(RECHECK_ROUNDS):
+            if look:
+                time.sleep(RECHECK_PAUSE_S)
+            spans, bracket, problem = _round(call_once, device, look * calls, calls)
             if problem:
                 m.warnings.append(f"host-bound stands: in a re-check without the profiler, {problem}")
                 return
-            spans.append(span)
-        bracket = _bracket_ms(device, calls)
-        phase(f"    host-bound: {calls} call(s) re-checked without the profiler")
+            phase(f"    host-bound: {calls} call(s) re-checked without the profiler (round {look + 1})")
+            host, cpu = statistics.median(s.wall_ms for s in spans), statistics.median(s.cpu_ms for s in spans)
+            seen = (f"{calls} calls without the profiler on fresh inputs, outputs checked"
+                    f"{' (the second of two rounds, after a pause; the first alike)' if look else ''}: host span {host * 1e3:.1f} us, "
+                    f"of which the synchronisation's own {bracket * 1e3:.1f} us")
+            if not host_dominates(max(0.0, host - bracket), device_median) or \
+                    waited_not_worked(contended, m.host_functions, cpu, device_median):
+                break
     except Exception as exc:  # noqa: BLE001  (the verdict of the timed calls stands)
         m.warnings.append(f"host-bound stands: the re-check without the profiler failed: {exc!r}")
         return
-    host, device_median = statistics.median(s.wall_ms for s in spans), statistics.median(m.device_ms)
-    cpu = statistics.median(s.cpu_ms for s in spans)
-    seen = (f"{calls} calls without the profiler on fresh inputs, outputs checked: host span "
-            f"{host * 1e3:.1f} us, of which the synchronisation's own {bracket * 1e3:.1f} us")
     if not host_dominates(max(0.0, host - bracket), device_median):
         _take_back(m, f"not host-bound after all: {seen}, against the device span {device_median * 1e3:.1f} us; "
                       f"the profiler's own cost made it look host-bound; device span reported")
