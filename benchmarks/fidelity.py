@@ -3,16 +3,18 @@
 One batched call times kernels from about 2 us to 2 ms (elementwise, RMSNorm, softmax, GEMM, a
 two-kernel solution, a solution that works on a second stream) by the harness's ``device``,
 ``events`` and ``graph`` methods, by ``triton.testing.do_bench``, and by the sum of the
-profiler's kernel durations; the ground truth is Nsight Compute's ``gpu__time_duration.sum``
+profiler's kernel durations, and by a graph differential (CUDA events only); the ground truth is Nsight Compute's ``gpu__time_duration.sum``
 (``ncu --clock-control none``, caches flushed before each kernel, only kernels inside the
 ``sol_call`` NVTX range), with the profiler's kernel sum as the fallback where ncu is missing
 or refused. Prints a table, writes JSON (``--out``), and checks issue 4's targets:
 
 - the default method within 5% of ground truth for kernels of 20 us and more, within 15% or
   1 us below that;
-- repeat-run spread of the default method's median under 2% for kernels of 50 us and more.
+- repeat-run spread of the default method's median under 2% for kernels of 50 us and more
+  (the repeats run first for each case, each printed with its SM clock from the method's probe).
 
-Usage: ``python benchmarks/fidelity.py --out fidelity.json [--cases add_4k,gemm_8k] [--no-ncu]``.
+Usage: ``python benchmarks/fidelity.py --out fidelity.json [--cases add_4k,gemm_8k] [--no-ncu]
+[--after-load N]``.
 Internal: ``--ncu-child CASE`` is the process ncu profiles.
 """
 
