@@ -110,9 +110,9 @@ def recheck(m: Measurement, call_once: CallOnce, device: Any, calls: int = RECHE
                 return
             phase(f"    host-bound: {calls} call(s) re-checked without the profiler (round {look + 1})")
             host, cpu = statistics.median(s.wall_ms for s in spans), statistics.median(s.cpu_ms for s in spans)
-            seen = (f"{calls} calls without the profiler on fresh inputs, outputs checked"
-                    f"{' (the second of two rounds, after a pause; the first alike)' if look else ''}: host span {host * 1e3:.1f} us, "
-                    f"of which the synchronisation's own {bracket * 1e3:.1f} us")
+            second = " (the second of two rounds, after a pause; the first alike)" if look else ""
+            seen = (f"{calls} calls without the profiler on fresh inputs, outputs checked{second}: host span "
+                    f"{host * 1e3:.1f} us, of which the synchronisation's own {bracket * 1e3:.1f} us")
             if not host_dominates(max(0.0, host - bracket), device_median) or \
                     waited_not_worked(contended, m.host_functions, cpu, device_median):
                 break

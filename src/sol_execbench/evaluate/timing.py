@@ -197,7 +197,7 @@ class Measurement:
         return stats
 
 
-# The SM clock's fall over one timed loop worth a warning: on an H100, loops whose clock fell by 10
+# The SM clock's fall over one timed loop worth a warning: on an H100, loops whose clock fell by 8
 # to 23% (power cap) read a 350 us GEMM 3 to 23% slow; a cool loop's clock moved by about 4%.
 CLOCK_FALL_WARN = 0.10
 

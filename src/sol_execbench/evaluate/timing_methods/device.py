@@ -190,7 +190,7 @@ class _ClockProbe:
     ``torch.cuda._sleep(cycles)`` launches a kernel that spins until the SM's cycle counter has
     advanced by ``cycles``; its duration in the activity records, less that of a zero-cycle one,
     is ``cycles`` over the clock (``activity.sm_clocks_mhz``). NVML reads the clock between timed
-    loops only; on an H100 a bf16 GEMM of 350 us read 339 us in a loop at 1980 MHz and 360 to
+    loops only; on an H100 a bf16 GEMM of 350 us read 339 us in a loop at 1980 MHz and 341 to
     417 us in loops that ended at 1530 to 1815 MHz after a sustained load had pushed the device
     into its power cap (sixth session), and this is what says, per loop, which it was. It runs in
     the idle gap after the call (the call's span and host spans are already taken), under a
