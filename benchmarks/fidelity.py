@@ -43,6 +43,7 @@ from sol_execbench.evaluate.clock_watch import device_uuid  # noqa: E402
 from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, time_calls  # noqa: E402
 from sol_execbench.evaluate.timing_methods import activity, cupti_tsc  # noqa: E402
 from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, SETUP_RANGE  # noqa: E402
+from sol_execbench.evaluate.timing_methods.graph import reset_after_failed_capture  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.platform.clocks import ClockReader  # noqa: E402
 from sol_execbench.schema import TimingConfig  # noqa: E402
@@ -162,12 +163,12 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
             "device_ms": m.device_ms, "sm_clock_mhz": m.sm_clock_mhz}
 
 
-def do_bench_median(fn: Callable, values: list) -> float | None:
+def do_bench_median(fn: Callable, values: list, rep_ms: int = 100) -> float | None:
     try:
         import triton.testing
     except ImportError:
         return None
-    return float(triton.testing.do_bench(lambda: fn(*values), warmup=25, rep=100, return_mode="median"))
+    return float(triton.testing.do_bench(lambda: fn(*values), warmup=25, rep=rep_ms, return_mode="median"))
 
 
 def graph_differential(fn: Callable, values: list, calls: int = 100, replays: int = 5) -> float | None:
@@ -204,6 +205,7 @@ def graph_differential(fn: Callable, values: list, calls: int = 100, replays: in
     try:
         return per_call(lambda: (flusher.flush(), fn(*values))) - per_call(flusher.flush)
     except Exception:  # noqa: BLE001  (a case that cannot be captured: the column stays empty)
+        reset_after_failed_capture()  # as the graph method does: later cases start from a clean stream
         return None
 
 
@@ -435,9 +437,7 @@ LOAD_MS = 1000
 def after_load(fn: Callable, values: list, args: argparse.Namespace) -> dict[str, Any]:
     """One device-method run right after a second of the same calls back to back (do_bench):
     what a preceding sustained load does to the next timed loop with clocks as found."""
-    import triton.testing
-
-    triton.testing.do_bench(lambda: fn(*values), warmup=25, rep=LOAD_MS)
+    do_bench_median(fn, values, rep_ms=LOAD_MS)
     run = harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown)
     return {"median_ms": run["median_ms"], "sm_clock_median_mhz": run["sm_clock_median_mhz"],
             "sm_clock_min_mhz": run["sm_clock_min_mhz"]}
