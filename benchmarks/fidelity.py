@@ -13,6 +13,12 @@ or refused. Prints a table, writes JSON (``--out``), and checks issue 4's target
 - repeat-run spread of the default method's median under 2% for kernels of 50 us and more
   (the repeats run first for each case, each printed with its SM clock from the method's probe).
 
+Below 20 us the ground truth is ncu's time less ncu's own floor: what it reads for an empty
+kernel beyond what the device method reads for it, measured in the same run (the
+``empty_kernel`` case; 1.3 us on the H100, more than the 1 us allowance by itself). Without that
+case in the run, raw ncu is the truth there too. Both verdicts are printed, and the graph
+differential (no profiler at all) as a third reading.
+
 Usage: ``python benchmarks/fidelity.py --out fidelity.json [--cases add_4k,gemm_8k] [--no-ncu]
 [--after-load N]``.
 Internal: ``--ncu-child CASE`` is the process ncu profiles.
@@ -374,6 +380,8 @@ class CaseResult:
     spread: float | None = None
     accuracy_ok: bool = False
     spread_ok: bool | None = None
+    accuracy_basis: str = "ground truth"  # what the accuracy verdict was judged against
+    accuracy_ok_raw: bool | None = None  # below 20 us: the verdict against ncu's raw time, where the floor was taken out
 
 
 def relative_error(measured_ms: float, truth_ms: float) -> float:
@@ -457,6 +465,21 @@ def error_less_offset(result: CaseResult, offset_ms: float) -> float:
     return relative_error(result.methods["device"]["median_ms"], result.ground_truth_ms - offset_ms)
 
 
+def judge_small_less_floor(results: list[CaseResult], offset_ms: float | None) -> None:
+    """Kernels under 20 us: the accuracy verdict against ncu's time less its floor (``offset_ms``,
+    from ``empty_kernel_offset``), the raw verdict kept beside it. Nothing changes without an
+    offset, or for a case whose truth is not ncu's."""
+    if offset_ms is None:
+        return
+    for r in results:
+        if (r.name in CALIBRATION_CASES or r.ground_truth_ms * 1e3 >= TARGET_LARGE_US
+                or not r.ground_truth_source.startswith("ncu")):
+            continue
+        r.accuracy_ok_raw = r.accuracy_ok
+        r.accuracy_ok = accuracy_met(r.methods["device"]["median_ms"], r.ground_truth_ms - offset_ms)
+        r.accuracy_basis = f"ncu less its empty-kernel floor ({offset_ms * 1e3:.2f} us)"
+
+
 def _us(ms: float | None) -> str:
     return "-" if ms is None else f"{ms * 1e3:9.2f}"
 
@@ -526,17 +549,21 @@ def main(argv: list[str] | None = None) -> int:
         report["cupti_timestamp_workaround"] = asdict(workaround) if workaround is not None else None
         _write(args.out, report)  # after every case: a run cut short still leaves its numbers
         print(f"{name}: done at {time.time() - began:.0f} s", flush=True)
+    offset = empty_kernel_offset(results)
+    judge_small_less_floor(results, offset)
+    report["cases"] = [asdict(r) for r in results]
     report.update(clocks_after=asdict(reader.read()), seconds=round(time.time() - began, 1),
                   all_targets_met=all(r.accuracy_ok and r.spread_ok is not False for r in results
                                       if r.name not in CALIBRATION_CASES))
     print_table(results)
-    offset = empty_kernel_offset(results)
     if offset is not None:
         report["empty_kernel_offset_ms"] = offset
         print(f"on an empty kernel the ground truth reads {offset * 1e3:.2f} us more than the device method; "
-              f"error of each case against the ground truth less that offset:")
+              f"error of each case against the ground truth less that offset (the verdict below 20 us; "
+              f"against raw ncu in brackets):")
         for r in results:
-            print(f"  {r.name:26s} {error_less_offset(r, offset) * 100:6.2f}%")
+            raw = "" if r.accuracy_ok_raw is None else f"  (raw ncu: {'met' if r.accuracy_ok_raw else 'missed'})"
+            print(f"  {r.name:26s} {error_less_offset(r, offset) * 100:6.2f}%{raw}")
     print("kernels under 20 us, the device method against the graph differential (events only; neither CUPTI nor "
           "ncu; larger kernels run into the power cap in it, flushes and calls back to back):")
     for r in results:

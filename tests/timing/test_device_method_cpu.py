@@ -7,6 +7,8 @@ added next to the real call ranges, so everything but CUPTI itself is exercised.
 from __future__ import annotations
 
 import dataclasses
+import re
+import time
 
 import pytest
 import torch
@@ -16,7 +18,7 @@ from sol_execbench.evaluate import timing
 from sol_execbench.evaluate.timing import CallKeeper, FreshArgs, L2Flusher, time_calls
 from sol_execbench.evaluate.timing_methods import activity, base, device
 from sol_execbench.evaluate.timing_methods.activity import Activity
-from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, PROBE_RANGE
+from sol_execbench.evaluate.timing_methods.base import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
 
 
 @pytest.fixture
@@ -83,6 +85,83 @@ def test_the_clock_probe_after_each_call_gives_its_sm_clock(fake_gpu, monkeypatc
     m = _time(fake_gpu, lambda x, y: x + y)
     assert m.sm_clock_mhz == [2000.0] * 6 and m.device_ms == [5.0] * 6 and m.suspicious == []
     assert m.stats().sm_clock_median_mhz == 2000.0 and m.warnings == []
+
+
+def test_hold_length_follows_the_hosts_time_for_a_call():
+    """Twice a warm-up call's host time plus the profiler's range, from 0.5 to 2 ms."""
+    assert device.hold_us(0.02, 0.03) == 500.0
+    assert device.hold_us(0.04, 0.46) == pytest.approx(1000.0)
+    assert device.hold_us(0.05, 1.5) == 2000.0
+
+
+@pytest.mark.parametrize("warm_own_ms,held", [
+    ([900.0, 0.02, 0.02, 0.03, 0.02, 0.02], True),  # the first call compiled: only the last five count
+    ([0.03, 0.2, 0.2, 0.2], False),  # a dozen operators launched one by one: no hold
+    ([], False),  # no warm-up: nothing to size it by
+])
+def test_only_calls_that_return_quickly_are_held(fake_gpu, warm_own_ms, held):
+    calls = base.TimedCalls(lambda: None, None, 1, None, fake_gpu, warm_own_ms=list(warm_own_ms))
+    hold = device._Hold(calls, record_function, bracket_own_ms=0.03)
+    assert (hold.us == 500.0) is held and (hold.cycles == 1_000_000) is held
+    note = hold.note(0.506)
+    if held:
+        assert "500 us hold (measured 506 us; warm-up calls returned in 20.0 us)" in note
+    elif warm_own_ms:
+        assert note.startswith("no hold before the flush: warm-up calls spent 200.0 us on the host")
+    else:
+        assert note is None
+
+
+def test_what_a_host_span_waited_for_the_hold_is_taken_out():
+    assert device._less_hold(0.9, 0.05, 0.6) == pytest.approx(0.35)  # returned 0.55 ms before the hold ended
+    assert device._less_hold(1.0, 0.8, 0.6) == 1.0  # the hold was over before the call returned
+    assert device._less_hold(0.3, 0.05, 0.6) == 0.05  # never below the span until the call returned
+
+
+def test_each_call_is_queued_behind_a_hold_and_its_host_spans_lose_the_wait(fake_gpu, monkeypatch):
+    """A fake device timeline: the spin kernel keeps it busy for 5 ns a cycle (a slow clock: ten
+    times the hold asked for, longer than the host's own steps here), synchronising waits for
+    that. The hold comes before every call's flush and every bracket's; the host spans that waited
+    for it get that wait taken back out, and the note says so."""
+    busy_until = [0.0]
+
+    def spin(cycles):
+        busy_until[0] = max(time.perf_counter(), busy_until[0]) + cycles * 5e-9
+
+    def wait_for_device(_device):
+        while time.perf_counter() < busy_until[0]:
+            pass
+
+    for module in (device, base, timing):
+        monkeypatch.setattr(module, "synchronize", wait_for_device)
+    monkeypatch.setattr(torch.cuda, "_sleep", spin)
+    monkeypatch.setattr(device._Hold, "HOST_MAX_MS", 10.0)  # held however slow this host's CPU add is
+    with_kernels = _with_kernels(20_000)  # 20 us calls
+    seen = {}
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        for r in list(records):
+            if r.kind == "user_annotation" and r.name.startswith(HOLD_RANGE + "#"):
+                cycles = int(r.name.rsplit("#", 1)[1])
+                records.append(Activity("kernel", "spin_kernel", r.start_ns + 100, r.start_ns + 100 + cycles * 5,
+                                        linked=r.correlation))
+        seen["ranges"] = [r.name for r in sorted(records, key=lambda r: r.start_ns) if r.kind == "user_annotation"]
+        return records
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _time(fake_gpu, lambda x, y: x + y)
+    ranges = seen["ranges"]
+    holds = [k for k, name in enumerate(ranges) if name.startswith(HOLD_RANGE + "#")]
+    assert len(holds) == device.BRACKET_SAMPLES + 6
+    for k, name in enumerate(ranges):
+        if name.startswith(CALL_RANGE + "#"):  # hold, flush, call
+            assert ranges[k - 1] == SETUP_RANGE and ranges[k - 2].startswith(f"{HOLD_RANGE}#")
+    assert m.device_ms == [0.02] * 6 and m.host_bound is False
+    assert all(h < 2.0 for h in m.host_ms), m.host_ms  # each waited 4 to 5 ms for the hold: taken out
+    assert re.search(r"behind a (\d+) us hold \(measured (\d+) us; warm-up calls returned in", m.note)
+    asked, measured = map(int, re.search(r"behind a (\d+) us hold \(measured (\d+) us", m.note).groups())
+    assert asked >= 500 and measured == pytest.approx(10 * asked, abs=2)  # 5 ns a cycle, 2000 cycles a us
 
 
 def test_without_device_records_the_method_falls_back_to_events(fake_gpu, monkeypatch):

@@ -276,8 +276,7 @@ def test_extra_warm_up_only_after_the_device_sat_idle(cpu_device):
     from sol_execbench.evaluate import timing
 
     made = []
-    calls = SimpleNamespace(device=cpu_device, warm_args=[1], fn=lambda x: made.append(x),
-                            enter_call=lambda: None, exit_call=lambda: None)
+    calls = SimpleNamespace(device=cpu_device, warm_args=[1], warm_call=lambda args: made.append(*args))
     timing._last_loop_end.pop(cpu_device.torch_device, None)
     timing._keep_busy(calls, time.perf_counter())
     assert len(made) > 1

@@ -362,9 +362,7 @@ def _keep_busy(calls: TimedCalls, began: float) -> None:
     for _ in range(WARMUP_MAX_EXTRA_CALLS):
         if time.perf_counter() - began >= WARMUP_MIN_S:
             break
-        calls.enter_call()
-        calls.fn(*calls.warm_args)
-        calls.exit_call()
+        calls.warm_call(calls.warm_args)
         synchronize(calls.device)
 
 
@@ -384,9 +382,7 @@ def time_calls(fn: Callable, next_args: FreshArgs, *, warmup: int, iterations: i
     began = time.perf_counter()
     for _ in range(warmup):
         calls.warm_args = next_args()
-        calls.enter_call()
-        fn(*calls.warm_args)
-        calls.exit_call()
+        calls.warm_call(calls.warm_args)
     phase(f"    {warmup} warm-up call(s)")
     if device.is_gpu and calls.warm_args is not None:
         _keep_busy(calls, began)

@@ -8,6 +8,7 @@ the audited calls) and returns a ``MethodResult``. Everything the harness does b
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,6 +21,8 @@ CALL_RANGE = "sol_execbench::call"  # a timed call is "sol_execbench::call#<inde
 # The device method's clock probe after each call: "sol_execbench::setup::clock_probe#<cycles>". Under
 # SETUP_RANGE's name, so the attribution counts its kernel as the harness's own work.
 PROBE_RANGE = SETUP_RANGE + "::clock_probe"
+# The device method's hold before each call's flush: "sol_execbench::setup::hold#<cycles>" (same reason).
+HOLD_RANGE = SETUP_RANGE + "::hold"
 
 
 class MethodUnavailable(Exception):
@@ -101,6 +104,15 @@ class TimedCalls:
     region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
     cooldown: float = 0.0  # idle after each timed call, as a multiple of its host span (device method)
+    warm_own_ms: list[float] = field(default_factory=list)  # host time until each warm-up call returned
+
+    def warm_call(self, args: list[Any]) -> None:
+        """One untimed call (warm-up), its host time until it returned kept (sizes the device method's hold)."""
+        self.enter_call()
+        began = time.perf_counter_ns()
+        self.fn(*args)
+        self.warm_own_ms.append((time.perf_counter_ns() - began) / 1e6)
+        self.exit_call()
 
     def enter_call(self) -> None:
         """Just before a call's timestamps start (outside the measured span)."""

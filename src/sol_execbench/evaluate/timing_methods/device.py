@@ -7,12 +7,19 @@ in separately named setup ranges. Per call the span runs from the first start to
 every kernel, memcpy and memset the call launched, on any stream (``activity.attribute``).
 
 The device is synchronised after each call, so its span cannot overlap the next call's, and
-after the next call's arguments are copied. The L2 flush is queued just before the call, with no
-wait in between: the call's first kernel starts as the flush ends, on a device that is already
-busy, as under the events method and Nsight Compute. With a synchronisation between the flush and
-the call (the earlier loop) the device idled for the 20 to 50 us the host takes to launch, and
-bf16 GEMMs of 200 us to 1.4 ms then read 2 to 12% above Nsight Compute, with run-to-run spreads
-of 3 to 6.5% (H100, fifth session), while back-to-back methods matched it.
+after the next call's arguments are copied. Then a hold (a one-thread spin kernel,
+``torch.cuda._sleep``, NVIDIA only) and the L2 flush are queued just before the call: the host
+launches the call's kernels while the device still spins, so the first of them starts as the
+flush ends, on a device that is already busy, whatever the host's launch took. Without a hold
+the device idled whenever the launch took longer than the 30 us flush: with a synchronisation
+between flush and call, bf16 GEMMs of 200 us to 1.4 ms read 2 to 12% above Nsight Compute with
+run-to-run spreads of 3 to 6.5% (H100, fifth session); with the flush queued right before the
+call but no hold, on a host whose launches under the profiler took 100 us or more at times, a
+GEMM of 344 us read up to 365 us, five-run spreads over 2% in 14 of 43 groups (seventh session;
+with a 300 us hold 1 of 43, with events behind a 500 us spin 0 of 43). The hold lasts twice the
+call's host time (warm-up) plus the profiler's range, 0.5 to 2 ms, for calls that return within
+50 us (``_Hold``: why not longer ones). What the host spans wait for it is taken back out of them
+(``_less_hold``).
 
 The same pass gives the host span of each call: wall-clock and the calling thread's CPU time,
 until the call returned (``own``) and until the device has finished (``full``). The full span
@@ -31,8 +38,8 @@ import torch
 
 from ..phases import phase
 from . import activity, cupti_tsc
-from .base import (CALL_RANGE, PROBE_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable, TimedCalls,
-                   synchronize)
+from .base import (CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE, HostSpans, MethodResult, MethodUnavailable,
+                   TimedCalls, synchronize)
 
 
 def _profiler() -> tuple[set[Any], Any]:
@@ -169,9 +176,9 @@ def _measured(spans: HostSpans, calls: TimedCalls, body: Any) -> None:
     spans.add(wall_own=wall_own, wall_full=wall_full, cpu_own=cpu_own, cpu_full=cpu_full)
 
 
-def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
+def _bracket(calls: TimedCalls, record_function: Any, hold: _Hold | None = None) -> dict[str, float]:
     """The measuring bracket itself, around no call, in this session: what every call's spans
-    carry besides the call."""
+    carry besides the call (with the loop's ``hold`` before the flush, as every call gets it)."""
     def empty_range() -> None:
         with record_function(SETUP_RANGE):
             pass
@@ -179,9 +186,72 @@ def _bracket(calls: TimedCalls, record_function: Any) -> dict[str, float]:
     spans = HostSpans()
     for _ in range(BRACKET_SAMPLES):
         synchronize(calls.device)
+        if hold is not None:
+            hold.launch()
         calls.flush()  # as before every call: the full span waits for what is left of it
         _measured(spans, calls, empty_range)
     return spans.medians()
+
+
+def _spin_available(calls: TimedCalls) -> bool:
+    return calls.device.vendor == "cuda" and callable(getattr(torch.cuda, "_sleep", None))
+
+
+class _Hold:
+    """A spin kernel queued before each call's flush, so that the device is still busy with it
+    while the host launches the call (module docstring).
+
+    Only for calls that return from the host within ``HOST_MAX_MS`` (median of the last five
+    warm-up calls; the first ones compile and autotune): a kernel launch or a few. A call that
+    spends longer on the host launches its kernels as it goes, and holding them all back would
+    leave its device span without the launch gaps it really has: a PyTorch RMSNorm of a dozen small
+    operators (host 130 us, device 30 us) then read host-bound at its profiled host span where
+    it had read its gapped device span (seventh session). Such calls run as before, unheld.
+
+    The hold lasts twice that host time plus the profiler's range (the bracket), 0.5 to 2 ms.
+    ``torch.cuda._sleep`` counts SM cycles, converted here at 2 GHz: at a lower clock the hold
+    only lasts longer. NVIDIA only: on ROCm the spin's counter runs at a rate not verified here
+    (the clock probe is off there too)."""
+
+    MIN_US, MAX_US = 500.0, 2000.0
+    HOST_MAX_MS = 0.05
+    CYCLES_PER_US = 2000
+
+    def __init__(self, calls: TimedCalls, record_function: Any, bracket_own_ms: float):
+        self.record_function = record_function
+        recent = sorted(calls.warm_own_ms[-5:])
+        self.own_ms = recent[len(recent) // 2] if recent else None
+        held = _spin_available(calls) and self.own_ms is not None and self.own_ms <= self.HOST_MAX_MS
+        self.us = hold_us(self.own_ms, bracket_own_ms) if held else 0.0
+        self.cycles = int(self.us * self.CYCLES_PER_US)
+
+    def launch(self) -> None:
+        if self.cycles > 0:
+            with self.record_function(f"{HOLD_RANGE}#{self.cycles}"):
+                torch.cuda._sleep(self.cycles)
+
+    def note(self, measured_ms: float) -> str | None:
+        if self.us:
+            return (f"each call's flush queued behind a {self.us:.0f} us hold (measured {measured_ms * 1e3:.0f} us; "
+                    f"warm-up calls returned in {self.own_ms * 1e3:.1f} us), so its kernels were launched before "
+                    f"the device got to them")
+        if self.own_ms is not None and self.own_ms > self.HOST_MAX_MS:
+            return (f"no hold before the flush: warm-up calls spent {self.own_ms * 1e3:.1f} us on the host "
+                    f"(over {self.HOST_MAX_MS * 1e3:.0f} us), so each call launched its kernels as it went")
+        return None
+
+
+def hold_us(own_ms: float, bracket_own_ms: float) -> float:
+    """The hold's length: twice the host's time to return from a call under the profiler (a
+    warm-up call's ``own_ms`` plus the bracket's range), within 0.5 to 2 ms."""
+    return min(_Hold.MAX_US, max(_Hold.MIN_US, 2e3 * (own_ms + max(0.0, bracket_own_ms))))
+
+
+def _less_hold(full_ms: float, own_ms: float, hold_ms: float) -> float:
+    """A host span until the device finished, less what it waited for the hold: a call that
+    returned before the hold ended waited for the rest of it (and the flush behind it, as the
+    bracket did) only because of the hold. Never below the span until the call returned."""
+    return max(own_ms, full_ms - max(0.0, hold_ms - own_ms))
 
 
 class _ClockProbe:
@@ -235,6 +305,7 @@ def _cool_down(calls: TimedCalls, device_wait_ms: float) -> None:
 class _Loop:
     records: list[activity.Activity]
     spans: HostSpans
+    hold: _Hold | None = None  # the hold before each call's flush
 
 
 def _profiled_loop(calls: TimedCalls) -> _Loop:
@@ -246,14 +317,16 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     spans = HostSpans()
     probe = _ClockProbe(calls, record_function)
     with _session(activities, calls.device.vendor) as session:
-        spans.bracket = _bracket(calls, record_function)
+        hold = _Hold(calls, record_function, _bracket(calls, record_function).get("wall_own", 0.0))
+        spans.bracket = _bracket(calls, record_function, hold)
         probe.calibrate(calls)
         flush_wait = spans.bracket.get("wall_full", 0.0) - spans.bracket.get("wall_own", 0.0)
         phase("    profiler started, bracket measured")
         for i in range(calls.iterations):
             args = calls.arguments()
             synchronize(calls.device)  # the copies done: what is left of the flush is the same every call
-            calls.flush()  # queued right before the call: no idle device between them (module docstring)
+            hold.launch()  # the device spins while the host launches the call (module docstring)
+            calls.flush()  # queued right before the call: no idle device between them
             calls.enter_call()
 
             def timed_call(i: int = i, args: Any = args) -> None:
@@ -275,7 +348,7 @@ def _profiled_loop(calls: TimedCalls) -> _Loop:
     except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
         raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
     phase(f"    {len(records)} profiler record(s) read")
-    return _Loop(records, spans)
+    return _Loop(records, spans, hold)
 
 
 def _record_summary(records: list[activity.Activity]) -> str:
@@ -300,10 +373,17 @@ def time_device(calls: TimedCalls) -> MethodResult:
         raise MethodUnavailable(f"the profiler delivered no device activity records ({_record_summary(records)}; "
                                 f"CUPTI/roctracer in use by another tool, not permitted here, or its records "
                                 f"dropped{_workaround_state()})")
+    held = sorted(ns for _, ns in activity.probe_durations(records, HOLD_RANGE))
+    hold_ms = held[len(held) // 2] / 1e6 if held else 0.0
+    bracket = loop.spans.bracket
     result = MethodResult(times_ms=[], device_ms=[s / 1e6 if s is not None else None for s in spans],
-                          host_ms=loop.spans.wall_full, bracket_ms=loop.spans.bracket.get("wall_full", 0.0),
+                          host_ms=[_less_hold(full, own, hold_ms) for full, own in
+                                   zip(loop.spans.wall_full, loop.spans.wall_own)],
+                          bracket_ms=_less_hold(bracket.get("wall_full", 0.0), bracket.get("wall_own", 0.0), hold_ms),
                           spans=loop.spans, host_functions=len(found.host_functions),
                           sm_clock_mhz=activity.sm_clocks_mhz(activity.probe_durations(records, PROBE_RANGE)) or None)
+    if loop.hold is not None and (said := loop.hold.note(hold_ms)):
+        result.notes.append(said)
     result.warnings.extend(activity.work_set_warnings(found.calls))
     if found.foreign:
         result.suspicious.append(activity.foreign_description(found.foreign))
