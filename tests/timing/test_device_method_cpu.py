@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import statistics
 import time
 
 import pytest
@@ -136,7 +137,7 @@ def test_each_call_is_queued_behind_a_hold_and_its_host_spans_lose_the_wait(fake
         monkeypatch.setattr(module, "synchronize", wait_for_device)
     monkeypatch.setattr(torch.cuda, "_sleep", spin)
     monkeypatch.setattr(device._Hold, "HOST_MAX_MS", 10.0)  # held however slow this host's CPU add is
-    with_kernels = _with_kernels(20_000)  # 20 us calls
+    with_kernels = _with_kernels(50_000_000)  # 50 ms calls: no host span on a loaded CI host makes them host-bound
     seen = {}
 
     def from_kineto(events):
@@ -157,8 +158,10 @@ def test_each_call_is_queued_behind_a_hold_and_its_host_spans_lose_the_wait(fake
     for k, name in enumerate(ranges):
         if name.startswith(CALL_RANGE + "#"):  # hold, flush, call
             assert ranges[k - 1] == SETUP_RANGE and ranges[k - 2].startswith(f"{HOLD_RANGE}#")
-    assert m.device_ms == [0.02] * 6 and m.host_bound is False
-    assert all(h < 2.0 for h in m.host_ms), m.host_ms  # each waited 4 to 5 ms for the hold: taken out
+    assert m.device_ms == [50.0] * 6 and m.host_bound is False
+    # Each call waited about 5 ms for the hold: taken out (the median, as one call on a loaded host
+    # can take milliseconds by itself).
+    assert statistics.median(m.host_ms) < 2.0, m.host_ms
     assert re.search(r"behind a (\d+) us hold \(measured (\d+) us; warm-up calls returned in", m.note)
     asked, measured = map(int, re.search(r"behind a (\d+) us hold \(measured (\d+) us", m.note).groups())
     assert asked >= 500 and measured == pytest.approx(10 * asked, abs=2)  # 5 ns a cycle, 2000 cycles a us
