@@ -194,6 +194,7 @@ def _bracket(calls: TimedCalls, record_function: Any, hold: _Hold | None = None)
 
 
 def _spin_available(calls: TimedCalls) -> bool:
+    """``torch.cuda._sleep`` can run here: NVIDIA, for the hold and the clock probe alike."""
     return calls.device.vendor == "cuda" and callable(getattr(torch.cuda, "_sleep", None))
 
 
@@ -270,7 +271,7 @@ class _ClockProbe:
     CALIBRATIONS = 5
 
     def __init__(self, calls: TimedCalls, record_function: Any):
-        self.enabled = calls.device.vendor == "cuda" and callable(getattr(torch.cuda, "_sleep", None))
+        self.enabled = _spin_available(calls)
         self.record_function = record_function
 
     def launch(self, cycles: int) -> None:
