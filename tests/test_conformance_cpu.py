@@ -32,7 +32,7 @@ def test_python_solutions_pass_on_every_workload(cpu_timing, problem: str, solut
         assert perf.latency_ms > 0 and perf.solution_timing.method == "cpu" and perf.solution_timing.count == 3
         assert perf.reference_latency_ms > 0 and perf.speedup_factor > 0
         assert t.evaluation.device.vendor == "cpu"
-        assert "CPU" in t.evaluation.log  # the trace says CPU timing was used
+        assert perf.speedup_interval is not None and perf.speedup_interval.rounds == 3
 
 
 def test_gqa_paged_decode_names_the_missing_blob(cpu_timing, monkeypatch):

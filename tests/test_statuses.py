@@ -34,8 +34,8 @@ def run(code: str, *sizes: int, dps: bool = False, definition: dict | None = Non
     ("def run(a, b)\n    return a + b\n", "COMPILE_ERROR", "syntax"),
     ("import torch\ndef run(a, b):\n    return (a + b).as_subclass(type('Lazy', (torch.Tensor,), {}))\n",
      "REWARD_HACK", "plain torch.Tensor"),
-    ("import sol_execbench.evaluate.timing as t\nt.time_calls = lambda *a, **k: None\ndef run(a, b):\n    return a + b\n",
-     "REWARD_HACK", "time_calls"),
+    ("import sol_execbench.evaluate.timing as t\nt.measure = lambda *a, **k: None\ndef run(a, b):\n    return a + b\n",
+     "REWARD_HACK", "measure"),
 ])
 def test_status_is_provoked(cpu_timing, code: str, status: str, words: str):
     (trace,) = run(code)
@@ -116,11 +116,12 @@ def test_lock_clocks_without_locked_clocks(cpu_timing, monkeypatch):
     assert "clocks are not locked" in trace.evaluation.log
 
 
-def test_cpu_timing_needs_the_escape_hatch(monkeypatch):
+def test_the_cpu_times_without_any_setting_and_says_so(monkeypatch):
     monkeypatch.delenv("SOL_EXECBENCH_ALLOW_CPU_TIMING", raising=False)
     (trace,) = run(ADD)
-    assert trace.evaluation.status.value == "RUNTIME_ERROR"
-    assert "SOL_EXECBENCH_ALLOW_CPU_TIMING=1" in trace.evaluation.log
+    assert trace.evaluation.status.value == "PASSED", trace.evaluation.log
+    timing = trace.evaluation.performance.solution_timing
+    assert timing.method == "cpu" and timing.device_median_ms is None and timing.host_bound is True
 
 
 def test_dump_failures_reproduces_the_failure(cpu_timing, tmp_path: Path):

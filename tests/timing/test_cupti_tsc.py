@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from sol_execbench.evaluate.timing_methods import cupti_tsc
+from sol_execbench.evaluate.timing import cupti_tsc
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or not sys.platform.startswith("linux")
                               or platform.machine() not in ("x86_64", "aarch64"), reason="needs cc on Linux")

@@ -17,17 +17,17 @@ def test_a_clean_process_shows_no_tampering():
 
 def test_replaced_harness_function_timer_and_tensor_method_are_named(monkeypatch):
     snapshot = guards.IntegritySnapshot()
-    monkeypatch.setattr(timing, "time_calls", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "measure", lambda *a, **k: None)
     monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
     monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self, raising=False)  # shadows the C method
-    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.time_calls", "time.perf_counter_ns",
+    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.measure", "time.perf_counter_ns",
                                    "torch.Tensor.zero_"]
 
 
-def test_a_changed_method_table_entry_is_tampering(monkeypatch):
+def test_a_replaced_latency_rule_is_tampering(monkeypatch):
     snapshot = guards.IntegritySnapshot()
-    monkeypatch.setitem(timing.METHODS, "cpu", lambda calls: None)
-    assert "sol_execbench.evaluate.timing.METHODS" in snapshot.tampered()
+    monkeypatch.setattr(timing.paired, "call_latency_ms", lambda d, h, a: 0.0)
+    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.paired.call_latency_ms"]
 
 
 def test_library_state_on_watched_classes_is_not_tampering_but_their_methods_are(monkeypatch):

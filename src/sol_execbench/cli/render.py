@@ -48,11 +48,30 @@ def traces_table(traces: list[Trace], title: str) -> Table:
         table.add_row(
             t.workload.uuid[:36], f"[{style}]{ev.status.value}[/{style}]",
             _ms(perf.latency_ms) if perf else "-", _ms(perf.reference_latency_ms) if perf else "-",
-            f"{perf.speedup_factor:.3g}x" if perf and perf.speedup_factor else "-",
+            _speedup(perf),
             f"{corr.max_absolute_error:.3g}" if corr else "-",
             "" if ev.status is EvaluationStatus.PASSED else note_of(ev.log),
         )
     return table
+
+
+def _speedup(perf) -> str:
+    """The speedup with its interval and verdict where the reference was timed beside the solution."""
+    if not perf or not perf.speedup_factor:
+        return "-"
+    interval = perf.speedup_interval
+    if interval is None:
+        return f"{perf.speedup_factor:.3g}x"
+    return f"{perf.speedup_factor:.3g}x [{interval.low:.3g}, {interval.high:.3g}] {interval.verdict}"
+
+
+def timing_line(traces: list[Trace]) -> str | None:
+    """One line when the times are the host clock's on the CPU, not a GPU measurement."""
+    methods = {t.evaluation.performance.solution_timing.method for t in traces
+               if t.evaluation.performance is not None and t.evaluation.performance.solution_timing is not None}
+    if "cpu" in methods:
+        return "timed on the CPU by the host clock (no GPU visible): not a GPU measurement"
+    return None
 
 
 def summary_line(traces: list[Trace]) -> str:
@@ -63,4 +82,6 @@ def summary_line(traces: list[Trace]) -> str:
 
 def print_traces(traces: list[Trace], title: str, console: Console) -> None:
     console.print(traces_table(traces, title))
+    if (line := timing_line(traces)) is not None:
+        console.print(line)
     console.print(summary_line(traces))

@@ -70,17 +70,17 @@ def _warm_triton(info) -> None:
 
 
 def _warm_device_timing(info) -> None:
-    """Time a tiny kernel with the device method once: the process's first profiler session
+    """Time a tiny kernel once, as an evaluation does: the process's first profiler session
     (CUPTI start-up, its priming session, the torch._dynamo import the profiler makes) cost
     seconds in a cold child's first workload."""
     import torch
 
-    from .timing import FreshArgs, L2Flusher, time_calls
+    from .timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
 
     values = [torch.ones(1024, device=info.torch_device)]
     try:
-        time_calls(lambda x: x + 1, FreshArgs([values], slots=4), warmup=1, iterations=2, device=info,
-                   flusher=L2Flusher(info), method="device")
+        sides = [SideCalls(name, lambda x: x + 1, FreshArgs([values], slots=8)) for name in ("solution", "reference")]
+        measure(sides[0], sides[1], TimingPlan(warmup=1, rounds=2, device=info, flusher=L2Flusher(info), method="device"))
     except Exception:  # noqa: BLE001  (a warm-up that fails leaves the first workload to pay, as before)
         pass
 

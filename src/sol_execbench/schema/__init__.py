@@ -18,6 +18,7 @@ from .trace import (
     EvaluationStatus,
     Performance,
     SanitizerReport,
+    SpeedupInterval,
     TimingStats,
     Trace,
 )
@@ -27,7 +28,7 @@ __all__ = [
     "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "ClockRecord", "ClockSample", "CompileOptions",
     "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation",
     "EvaluationStatus", "FormatError", "Language", "Loaded", "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
-    "Performance", "RandomInput", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
+    "Performance", "RandomInput", "SpeedupInterval", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
     "TensorSpec", "TimingConfig", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
     "load_definition", "load_solution", "load_workloads", "merge_configs", "torch_dtype", "unknown_keys",
 ]

@@ -51,25 +51,39 @@ class Correctness(SchemaModel):
 
 
 class TimingStats(SchemaModel):
-    """Statistics of the timed calls, in milliseconds."""
+    """One side's timed rounds, in milliseconds (docs/timing.md gives the rule)."""
 
     method: str
-    """How the time was taken, e.g. ``events`` (device events around each call) or ``cpu``."""
+    """Where the device time came from: ``device`` (the profiler's activity records, any stream),
+    ``events`` (device events on the current stream) or ``cpu`` (the host clock; no device time)."""
     count: int
+    """Timed rounds: each has one call in the device pass and one in the host pass."""
     median_ms: float
+    """Median latency over the rounds (the rule applied to each round)."""
     mean_ms: float
     std_ms: float
     iqr_ms: float
     min_ms: float
     max_ms: float
     note: Optional[str] = None
-    """Why this method ran (fallbacks are stated here)."""
+    """What needs a sentence: a fallback and why."""
     device_median_ms: Optional[float] = None
-    """Median device span of a call (first kernel start to last kernel end, any stream), where measured."""
+    """Median device span of a call (first kernel start to last kernel end), where measured."""
     host_median_ms: Optional[float] = None
-    """Median host span of a call (call start to the device finishing its work), where measured."""
+    """Median host span of a call (its start until the device was idle, no profiler), less the
+    synchronisation floor."""
     host_bound: Optional[bool] = None
-    """True when the host span exceeded 100 us and twice the device span, so the host span is reported."""
+    """True when the host time, less the launch allowance, exceeded the device time in most rounds."""
+    host_set_rounds: Optional[int] = None
+    """Rounds whose latency the host time set (host time less the allowance above the device time)."""
+    sync_floor_ms: Optional[float] = None
+    """Wall time of an empty synchronisation of the idle device, taken off every host span."""
+    launch_allowance_ms: Optional[float] = None
+    """Host time per call that is free (one launch); see ``timing.launch_allowance_us``."""
+    relative_iqr: Optional[float] = None
+    """Interquartile range of the latencies over their median: the spread of the rounds."""
+    hold_us: Optional[float] = None
+    """Length of the spin kernel queued before each call of the device pass (NVIDIA), 0 without one."""
     input_sets: Optional[int] = None
     """Distinct input contents rotated over the timed calls (each call also gets a new address)."""
     sm_clock_median_mhz: Optional[float] = None
@@ -79,16 +93,30 @@ class TimingStats(SchemaModel):
     """Lowest SM clock so read over the timed calls."""
 
 
+class SpeedupInterval(SchemaModel):
+    """The speedup's confidence interval from paired rounds (reference and solution alternating)."""
+
+    low: float
+    high: float
+    confidence: float = 0.95
+    verdict: str
+    """``faster`` (the whole interval above 1), ``slower`` (below 1) or ``parity``."""
+    rounds: int
+    """Paired rounds the bootstrap resampled."""
+
+
 class Performance(SchemaModel):
     latency_ms: float = Field(default=0.0, ge=0.0)
-    """Median time of the solution's timed calls."""
+    """Median latency of the solution's timed rounds."""
     reference_latency_ms: float = Field(default=0.0, ge=0.0)
     speedup_factor: float = Field(default=0.0, ge=0.0)
     """reference_latency_ms / latency_ms (0 when the reference was not timed)."""
     solution_timing: Optional[TimingStats] = None
     reference_timing: Optional[TimingStats] = None
+    speedup_interval: Optional[SpeedupInterval] = None
+    """Where the reference was timed beside the solution."""
     peak_memory_bytes: Optional[int] = None
-    """Peak device memory allocated while the solution was timed (null on CPU)."""
+    """Peak device memory allocated by a warm-up call of the solution beyond its arguments (null on CPU)."""
     reference_peak_memory_bytes: Optional[int] = None
 
 

@@ -1,9 +1,8 @@
-"""What every timing method shares: the timed-call loop's pieces and its result.
+"""One side's timed calls (the reference's or the solution's), shared by both passes.
 
-A method gets a ``TimedCalls`` (the function, fresh arguments, the L2 flusher, the keepers of
-the audited calls) and returns a ``MethodResult``. Everything the harness does between calls
-(new arguments, the flush, keeping the audited output) runs inside ``setup()`` under the
-``SETUP_RANGE`` profiler range, so the device method can attribute it and leave it out.
+Everything the harness does between calls (new arguments, the flush, keeping an audited call's
+outputs) runs under the ``SETUP_RANGE`` profiler range, so the device pass can attribute it and
+leave it out; each timed call runs under ``CALL_RANGE#<k>``.
 """
 
 from __future__ import annotations
@@ -92,104 +91,58 @@ class CallKeeper:
 
 
 @dataclass
-class TimedCalls:
-    """The loop's pieces, shared by every method."""
+class SideCalls:
+    """The function of one side, its fresh arguments and the keepers of its audited calls.
 
+    ``region`` (activity_watch) samples the solution's threads around each of its calls; the
+    reference's calls count as outside the solution's, so a solution thread working meanwhile is seen."""
+
+    name: str  # "reference" or "solution"
     fn: Callable[..., Any]
     fresh: Any  # FreshArgs
-    iterations: int
-    flusher: Any  # L2Flusher
-    device: DeviceInfo
     keepers: list[CallKeeper] = field(default_factory=list)
-    region: Any = None  # activity_watch.TimedRegion: samples solution threads around each call
+    region: Any = None
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
-    cooldown: float = 0.0  # idle after each timed call, as a multiple of its host span (device method)
     warm_own_ms: list[float] = field(default_factory=list)  # host time until each warm-up call returned
 
     def warm_call(self, args: list[Any]) -> None:
-        """One untimed call (warm-up), its host time until it returned kept (sizes the device method's hold)."""
+        """One untimed call; its host time until it returned is kept (it sizes the hold)."""
         self.enter_call()
         began = time.perf_counter_ns()
         self.fn(*args)
         self.warm_own_ms.append((time.perf_counter_ns() - began) / 1e6)
         self.exit_call()
 
+    def typical_own_ms(self) -> float | None:
+        """Median host time of the last five warm-up calls (the first ones compile and autotune)."""
+        recent = sorted(self.warm_own_ms[-5:])
+        return recent[len(recent) // 2] if recent else None
+
     def enter_call(self) -> None:
-        """Just before a call's timestamps start (outside the measured span)."""
         if self.region is not None:
             self.region.enter_call()
 
     def exit_call(self) -> None:
-        """Just after a call's timestamps end (outside the measured span)."""
         if self.region is not None:
             self.region.exit_call()
 
-    def setup(self) -> list[Any]:
-        """Next call's arguments (new address), the audited output kept, then a cold L2."""
-        args = self.arguments()
-        self.flush()
-        return args
-
     def arguments(self) -> list[Any]:
-        """Next call's arguments (new address), the audited output kept (a setup range)."""
+        """The next call's arguments (a new address), an audited call's outputs kept first."""
         with torch.profiler.record_function(SETUP_RANGE):
-            for keeper in self.keepers:
-                keeper.settle()
+            self.settle()
             return self.fresh()
 
-    def flush(self) -> None:
-        """A cold L2 for the next call (a setup range)."""
-        with torch.profiler.record_function(SETUP_RANGE):
-            self.flusher.flush()
+    def settle(self) -> None:
+        for keeper in self.keepers:
+            keeper.settle()
 
     def call(self, args: list[Any]) -> None:
         result = self.fn(*args)
         for keeper in self.keepers:
             keeper.observe(self.fresh.calls_made - 1, args, result)
 
-    def finish(self) -> None:
-        """After the loop: the device is idle and the audited output (if last) is kept."""
-        synchronize(self.device)
-        if self.keepers:
-            with torch.profiler.record_function(SETUP_RANGE):
-                for keeper in self.keepers:
-                    keeper.settle()
-            synchronize(self.device)
 
-
-@dataclass
-class HostSpans:
-    """Per call, in ms: wall-clock and the calling thread's CPU time, each until the call returned (``own``)
-    and until the device finished what it launched (``full``); ``bracket``: the median of each
-    for the measuring bracket around no call."""
-
-    wall_own: list[float] = field(default_factory=list)
-    wall_full: list[float] = field(default_factory=list)
-    cpu_own: list[float] = field(default_factory=list)
-    cpu_full: list[float] = field(default_factory=list)
-    bracket: dict[str, float] = field(default_factory=dict)
-
-    def add(self, **spans_ms: float) -> None:
-        for name, value in spans_ms.items():
-            getattr(self, name).append(value)
-
-    def medians(self) -> dict[str, float]:
-        return {name: sorted(values)[len(values) // 2] for name in ("wall_own", "wall_full", "cpu_own", "cpu_full")
-                if (values := getattr(self, name))}
-
-
-@dataclass
-class MethodResult:
-    """Per-call times and what the method saw."""
-
-    times_ms: list[float]
-    call_indices: list[int] | None = None  # per timed call: the FreshArgs call whose arguments it ran on
-    device_ms: list[float | None] | None = None
-    host_ms: list[float] | None = None
-    bracket_ms: float = 0.0  # the host span of the measuring bracket around no call (device method)
-    spans: HostSpans | None = None  # wall and CPU spans of each call (device method)
-    host_functions: int = 0  # host functions the calls enqueued in stream order (run after they return)
-    sm_clock_mhz: list[float] | None = None  # the SM clock right after each call (device method's probe)
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    suspicious: list[str] = field(default_factory=list)  # evidence of tampering: becomes REWARD_HACK
+def flush(flusher: Any) -> None:
+    """A cold last-level cache for the next call, under a setup range."""
+    with torch.profiler.record_function(SETUP_RANGE):
+        flusher.flush()

@@ -1,0 +1,195 @@
+"""A/A: each problem's reference submitted as its own solution, so the true speedup is 1.00.
+
+    python benchmarks/aa.py [--runs 3] [--only rmsnorm,linear] [--warm] [--out out/aa.json]
+
+Problems: every conformance problem with a workload file (tests/data/conformance, blobs shipped),
+the bundled examples, and generated problems of single small kernels and of a dozen eager
+operators (``SYNTHETIC``). Each run is one CLI invocation per problem (a fresh evaluation process,
+or with ``--warm`` one from the warm pool). Prints per workload the speedup of every run with its
+interval, and the spread across runs; writes JSON; exits 0 when every target holds:
+
+- in every run, every workload's A/A speedup within [0.95, 1.05];
+- its interval contains 1.00 for at least 95% of the workload-runs;
+- where the device time sets the latency (most rounds), the solution's latency across runs within
+  3% from 10 us, within 0.5 us below; where the host sets it, the speedup across runs within 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "data" / "conformance"
+EXAMPLES = REPO / "examples"
+SKIP = {"gqa_paged_decode"}  # blobs not shipped
+SPEEDUP_BAND = (0.95, 1.05)
+INTERVAL_SHARE = 0.95
+DEVICE_SPREAD, DEVICE_SPREAD_FLOOR_MS, DEVICE_SPREAD_MIN_MS = 0.03, 0.0005, 0.01
+HOST_SPEEDUP_SPREAD = 0.05
+
+_EAGER_RMSNORM = """import torch
+
+def run(x, w):
+    h = x.float()
+    var = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(var + 1e-6)
+    h = h.to(x.dtype).float() * (1.0 + w.float())
+    h = torch.clamp(h, -65504.0, 65504.0)
+    return (h * 1.0 + 0.0).to(x.dtype)
+"""
+
+# Generated problems: (name, inputs, reference, workloads as {axis: value}).
+SYNTHETIC: list[tuple[str, dict[str, Any], str, list[dict[str, int]]]] = [
+    ("aa_add_small", {"a": {"shape": ["n"], "dtype": "float32"}, "b": {"shape": ["n"], "dtype": "float32"}},
+     "import torch\n\ndef run(a, b):\n    return a + b\n", [{"n": 4096}, {"n": 1 << 20}]),
+    ("aa_eager_rmsnorm", {"x": {"shape": ["rows", "hidden"], "dtype": "bfloat16"},
+                          "w": {"shape": ["hidden"], "dtype": "bfloat16"}},
+     _EAGER_RMSNORM, [{"rows": 7, "hidden": 4096}, {"rows": 512, "hidden": 4096}]),
+    ("aa_gemm", {"a": {"shape": ["m", "k"], "dtype": "bfloat16"}, "b": {"shape": ["k", "n"], "dtype": "bfloat16"}},
+     "import torch\n\ndef run(a, b):\n    return a @ b\n", [{"m": 2048, "n": 2048, "k": 2048}]),
+]
+_OUTPUTS = {"aa_add_small": {"c": {"shape": ["n"], "dtype": "float32"}},
+            "aa_eager_rmsnorm": {"y": {"shape": ["rows", "hidden"], "dtype": "bfloat16"}},
+            "aa_gemm": {"c": {"shape": ["m", "n"], "dtype": "bfloat16"}}}
+
+
+def _write_synthetic(root: Path) -> list[Path]:
+    made = []
+    for name, inputs, reference, workloads in SYNTHETIC:
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        axes = {a: {"type": "var"} for spec in inputs.values() for a in spec["shape"]}
+        definition = {"name": name, "op_type": "aa", "axes": axes, "inputs": inputs, "outputs": _OUTPUTS[name],
+                      "reference": reference, "description": "A/A benchmark problem"}
+        (folder / "definition.json").write_text(json.dumps(definition, indent=1))
+        lines = [json.dumps({"uuid": f"{name}-{'-'.join(f'{k}{v}' for k, v in w.items())}", "axes": w,
+                             "inputs": {n: {"type": "random"} for n in inputs}}) for w in workloads]
+        (folder / "workload.jsonl").write_text("\n".join(lines) + "\n")
+        made.append(folder)
+    return made
+
+
+def problems(only: list[str] | None, scratch: Path) -> list[Path]:
+    found = sorted({d.parent for d in CORPUS.rglob("definition.json") if (d.parent / "workload.jsonl").exists()})
+    found += sorted(d.parent for d in EXAMPLES.glob("*/definition.json"))
+    found = [p for p in found if p.name not in SKIP] + _write_synthetic(scratch / "synthetic")
+    if only:
+        found = [p for p in found if any(part in str(p) for part in only)]
+    return found
+
+
+def aa_solution(problem: Path, scratch: Path) -> Path:
+    """A solution whose source is the problem's own reference, called as the reference is."""
+    definition = json.loads((problem / "definition.json").read_text())
+    solution = {"name": f"{definition['name']}_reference_as_solution", "definition": definition["name"],
+                "author": "benchmarks/aa.py",
+                "spec": {"languages": ["pytorch"], "entry_point": "reference_copy.py::run",
+                         "destination_passing_style": False},
+                "sources": [{"path": "reference_copy.py", "content": definition["reference"]}]}
+    path = scratch / "solutions" / f"{abs(hash(str(problem)))}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(solution))
+    return path
+
+
+def run_once(problem: Path, solution: Path, out: Path, warm: bool, extra: list[str]) -> list[dict[str, Any]]:
+    command = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()", str(problem),
+               "--solution", str(solution), "-o", str(out), *([] if warm else ["--no-warm-pool"]), *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+    if out.exists():
+        out.unlink()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    traces = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
+    if not traces:
+        print(f"  {problem.name}: no traces (exit {proc.returncode}): {proc.stderr[-400:]}", file=sys.stderr)
+    return traces
+
+
+def _row(trace: dict[str, Any]) -> dict[str, Any]:
+    ev = trace["evaluation"]
+    perf = ev.get("performance") or {}
+    sol, interval = perf.get("solution_timing") or {}, perf.get("speedup_interval") or {}
+    return {"status": ev["status"], "speedup": perf.get("speedup_factor"), "low": interval.get("low"),
+            "high": interval.get("high"), "verdict": interval.get("verdict"), "latency_ms": perf.get("latency_ms"),
+            "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
+            "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
+            "host_median_ms": sol.get("host_median_ms")}
+
+
+def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The targets for one workload over its runs."""
+    passed = [r for r in runs if r["status"] == "PASSED" and r["speedup"]]
+    if len(passed) < len(runs) or not passed:
+        return {"ok": False, "why": "not PASSED in every run"}
+    speedups = [r["speedup"] for r in passed]
+    in_band = all(SPEEDUP_BAND[0] <= s <= SPEEDUP_BAND[1] for s in speedups)
+    covered = sum(1 for r in passed if r["low"] is not None and r["low"] <= 1.0 <= r["high"])
+    host_set = sum(bool(r["host_bound"]) for r in passed) * 2 > len(passed)
+    if host_set:
+        spread = (max(speedups) - min(speedups)) / statistics.median(speedups)
+        steady = spread <= HOST_SPEEDUP_SPREAD
+    else:
+        lat = [r["latency_ms"] for r in passed]
+        spread = (max(lat) - min(lat)) / statistics.median(lat)
+        steady = (max(lat) - min(lat) <= DEVICE_SPREAD_FLOOR_MS if statistics.median(lat) < DEVICE_SPREAD_MIN_MS
+                  else spread <= DEVICE_SPREAD)
+    return {"ok": in_band and steady, "in_band": in_band, "covered": covered, "runs": len(passed),
+            "host_set": host_set, "spread": spread, "steady": steady}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated parts of problem paths to keep")
+    parser.add_argument("--warm", action="store_true", help="take evaluation processes from the warm pool")
+    parser.add_argument("--config", type=Path, help="benchmark config for every evaluation (e.g. a CPU smoke run)")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    args = parser.parse_args(argv)
+    extra = ["--config", str(args.config)] if args.config else []
+    began = time.time()
+    with tempfile.TemporaryDirectory(prefix="sol-aa-") as tmp:
+        scratch = Path(tmp)
+        chosen = problems(args.only.split(",") if args.only else None, scratch)
+        per_workload: dict[str, list[dict[str, Any]]] = {}
+        for run in range(args.runs):
+            for problem in chosen:
+                solution = aa_solution(problem, scratch)
+                for trace in run_once(problem, solution, scratch / "traces.jsonl", args.warm, extra):
+                    key = f"{problem.name}/{trace['workload']['uuid']}"
+                    per_workload.setdefault(key, []).append(_row(trace))
+            print(f"run {run + 1} of {args.runs} done at {time.time() - began:.0f} s", flush=True)
+    verdicts = {key: judge(runs) for key, runs in per_workload.items()}
+    covered = sum(v.get("covered", 0) for v in verdicts.values())
+    total = sum(v.get("runs", 0) for v in verdicts.values())
+    share = covered / total if total else 0.0
+    print(f"{'workload':58s} {'speedups (interval) per run':70s} {'spread':>7s} set  ok")
+    for key, runs in per_workload.items():
+        cells = "  ".join(f"{r['speedup']:.3f}({r['low']:.3f},{r['high']:.3f})" if r["speedup"] and r["low"] is not None
+                          else r["status"] for r in runs)
+        v = verdicts[key]
+        spread = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
+        print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {'host' if v.get('host_set') else 'dev ':4s} "
+              f"{'yes' if v['ok'] else 'NO'}")
+    all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
+    print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
+          f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)}; "
+          f"{time.time() - began:.0f} s")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"runs": args.runs, "warm": args.warm, "interval_share": share,
+                                        "all_targets_met": all_ok, "workloads": per_workload,
+                                        "verdicts": verdicts}, indent=1))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

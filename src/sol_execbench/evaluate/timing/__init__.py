@@ -1,0 +1,13 @@
+"""Timing (see docs/timing.md): the reference and the solution measured by one procedure, side by
+side, under one continuous latency rule. ``measure`` is the entry; the rest are its parts."""
+
+from .arguments import FreshArgs, L2Flusher, flat_view
+from .calls import CallKeeper, MethodUnavailable, SideCalls
+from .paired import PairedMeasurement, SideFailed, SideMeasurement, TimingPlan, measure, resolve_method
+from . import activity, calls, paired, profiled, unprofiled
+from .rule import LAUNCH_ALLOWANCE_US, RULE, call_latency_ms
+from .statistics import SpeedupInterval, speedup_interval, summarize
+
+__all__ = ["CallKeeper", "FreshArgs", "L2Flusher", "LAUNCH_ALLOWANCE_US", "MethodUnavailable", "PairedMeasurement",
+           "RULE", "SideCalls", "SideFailed", "SideMeasurement", "SpeedupInterval", "TimingPlan", "call_latency_ms",
+           "flat_view", "measure", "resolve_method", "speedup_interval", "summarize"]

@@ -1,0 +1,113 @@
+"""The arguments of timed calls: a new address for every call, contents rotated over a bank of
+input sets, and a cold last-level cache before each call (neither copy nor flush is timed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from sol_execbench.platform import DeviceInfo
+
+_POOL_STEP_BYTES = 256  # shift of each call's data pointer; keeps the alignment kernels expect
+
+
+def flat_view(src: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The tensor's whole memory extent as a 1-D view, and that extent in elements."""
+    if src.numel() == 0:
+        return src.reshape(0), 0
+    span = 1 + sum((n - 1) * s for n, s in zip(src.shape, src.stride()) if n > 1)
+    return src.as_strided((span,), (1,)), span
+
+
+class FreshArgs:
+    """Arguments at a new address for every call, contents rotated over a bank of input sets.
+
+    ``bank[0]`` fixes the layout; every set must match its shapes, strides and dtypes. Each
+    tensor argument gets a pool ``span + (slots - 1) * step`` elements long; call ``i`` copies
+    set ``i % len(bank)`` into offset ``(i % slots) * step`` and gets a view with the original
+    shape and strides. Chosen calls can be given a set of their own (``substitute``: the audited
+    calls), some of its tensors passed as they are (guarded destination outputs).
+    """
+
+    def __init__(self, bank: list[list[Any]], slots: int):
+        first = [v.contiguous() if isinstance(v, torch.Tensor) and any(s < 0 for s in v.stride()) else v
+                 for v in bank[0]]
+        self._bank = [first] + [s for s in bank[1:] if self._same_layout(first, s)]
+        self._slots, self.calls_made = max(1, slots), 0
+        self._substitutes: dict[int, tuple[list[Any], frozenset[int]]] = {}
+        self._pools: list[tuple[torch.Tensor, int, int] | None] = []
+        for v in first:
+            if not isinstance(v, torch.Tensor):
+                self._pools.append(None)
+                continue
+            _, span = flat_view(v)
+            step = max(1, _POOL_STEP_BYTES // v.element_size())
+            self._pools.append((torch.empty(span + (self._slots - 1) * step, dtype=v.dtype, device=v.device), span, step))
+
+    @staticmethod
+    def _same_layout(first: list[Any], other: list[Any]) -> bool:
+        if len(first) != len(other):
+            return False
+        for a, b in zip(first, other):
+            if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+                return False
+            if isinstance(a, torch.Tensor) and (a.shape, a.stride(), a.dtype, a.device) != (b.shape, b.stride(), b.dtype, b.device):
+                return False
+        return True
+
+    @property
+    def input_sets(self) -> int:
+        return len(self._bank)
+
+    @property
+    def substituted_calls(self) -> list[int]:
+        return sorted(self._substitutes)
+
+    def substitute(self, call_index: int, values: list[Any], as_is: frozenset[int] = frozenset()) -> bool:
+        """Give call ``call_index`` these values instead (same layout); the tensors at positions
+        ``as_is`` are passed themselves, not copied into the pool. False if they do not fit."""
+        if not self._same_layout(self._bank[0], values):
+            return False
+        self._substitutes[call_index] = (values, as_is)
+        return True
+
+    def _source(self, call_index: int) -> tuple[list[Any], frozenset[int]]:
+        if call_index in self._substitutes:
+            return self._substitutes[call_index]
+        return self._bank[call_index % len(self._bank)], frozenset()
+
+    def __call__(self) -> list[Any]:
+        i, self.calls_made = self.calls_made, self.calls_made + 1
+        values, as_is = self._source(i)
+        out: list[Any] = []
+        for position, (value, pool) in enumerate(zip(values, self._pools)):
+            if pool is None or position in as_is:
+                out.append(value)
+                continue
+            buffer, span, step = pool
+            offset = (i % self._slots) * step
+            flat, _ = flat_view(value)
+            buffer.narrow(0, offset, span).copy_(flat)
+            out.append(buffer.as_strided(value.shape, value.stride(), offset))
+        return out
+
+
+class L2Flusher:
+    """Reads a buffer twice the size of the device's last-level cache before each timed call.
+
+    Reading, not writing: a written buffer leaves the cache full of dirty lines that the timed
+    kernel then has to write back to memory as it evicts them, a fixed 5 to 7 us added to every
+    kernel of 20 us and more on an H100 (measured against Nsight Compute, whose cache control
+    leaves the cache clean). A read evicts everything earlier calls left (written back here,
+    outside the timed span) and leaves only clean lines behind.
+    """
+
+    def __init__(self, device: DeviceInfo):
+        size = 2 * (device.l2_bytes or 64 * 1024 * 1024) if device.is_gpu else 0
+        size = (size + 7) // 8 * 8
+        self._buffer = torch.empty(size // 4, dtype=torch.int32, device=device.torch_device) if size else None
+
+    def flush(self) -> None:
+        if self._buffer is not None:
+            self._buffer.sum()

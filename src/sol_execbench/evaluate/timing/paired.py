@@ -1,0 +1,227 @@
+"""Measuring a reference and a solution side by side: the one public entry of timing.
+
+``measure`` warms each side up, runs the device pass (profiler, or device events) and the host
+pass (wall clock, no profiler) over the same alternating rounds, and applies the latency rule
+(``rule``) to every call. The result is a frozen value carrying its statistics.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..phases import phase
+from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
+from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
+from .rule import call_latency_ms, host_set
+from .statistics import SpeedupInterval, Summary, speedup_interval, summarize
+from .unprofiled import HostPass, host_pass
+
+WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
+WARMUP_MAX_EXTRA_CALLS = 10_000
+WARM_DEVICE_GAP_S = 0.25  # a measurement that ended this recently left the clocks up: no extra warm-up
+_last_end: dict[str, float] = {}  # device -> perf_counter() when its last measurement ended
+
+INSTRUMENTS = ("device", "events", "cpu")
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How to measure: warm-up calls per side, rounds, the device and its flusher, the method asked
+    for (``auto|device|events|cpu``), the idle time after each call and the launch allowance."""
+
+    warmup: int
+    rounds: int
+    device: Any
+    flusher: Any
+    method: str | None = None
+    cooldown: float = 0.0
+    allowance_ms: float = 0.025
+
+
+@dataclass(frozen=True)
+class SideMeasurement:
+    """One side's rounds: per round its device span (None on the CPU or where the call launched no
+    device work), host span less the floor, and latency under the rule."""
+
+    name: str
+    instrument: str  # device | events | cpu
+    device_ms: tuple[float | None, ...]
+    host_ms: tuple[float, ...]
+    latency_ms: tuple[float, ...]
+    sync_floor_ms: float
+    allowance_ms: float
+    device_call_indices: tuple[int, ...] = ()
+    host_call_indices: tuple[int, ...] = ()
+    sm_clock_mhz: tuple[float, ...] = ()
+    hold_us: float = 0.0
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.latency_ms)
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(list(self.latency_ms))
+
+    @property
+    def host_set_rounds(self) -> int:
+        return sum(host_set(d, h, self.allowance_ms) if self.instrument != "cpu" else True
+                   for d, h in zip(self.device_ms, self.host_ms))
+
+    @property
+    def host_bound(self) -> bool:
+        return 2 * self.host_set_rounds > len(self.latency_ms)
+
+    def device_median_ms(self) -> float | None:
+        measured = [d for d in self.device_ms if d is not None]
+        return statistics.median(measured) if measured else None
+
+    def call_times(self) -> list[tuple[int, float, str]]:
+        """(FreshArgs call index, ms, pass) of every timed call: device spans of the device pass,
+        host spans (less the floor) of the host pass."""
+        out = [(i, d, "device") for i, d in zip(self.device_call_indices, self.device_ms) if d is not None]
+        return out + [(i, h, "host") for i, h in zip(self.host_call_indices, self.host_ms)]
+
+
+@dataclass(frozen=True)
+class PairedMeasurement:
+    solution: SideMeasurement
+    reference: SideMeasurement | None
+    speedup: SpeedupInterval | None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # about the solution's calls
+    suspicious: tuple[str, ...] = ()  # evidence of tampering by the solution: REWARD_HACK
+    host_functions: int = 0
+
+
+class SideFailed(Exception):
+    """A call of one side raised while being measured (``__cause__`` is the exception)."""
+
+    def __init__(self, side: str, exc: BaseException):
+        super().__init__(f"{side}: {exc}")
+        self.side = side
+
+
+def resolve_method(requested: str | None, device: Any) -> tuple[str, str | None]:
+    """The device instrument to try first (``device``, ``events`` or ``cpu``), and a note when it is
+    not what was asked for."""
+    requested = requested or "auto"
+    if not device.is_gpu:
+        if requested in ("auto", "cpu"):
+            return "cpu", None
+        return "cpu", f"timing.method '{requested}' needs a GPU; the host clock was used"
+    if requested == "events":
+        return "events", None
+    if requested == "cpu":
+        return "device", "timing.method 'cpu' does not time GPU work; the device method was used"
+    return "device", None
+
+
+class _Guarded(SideCalls):
+    """A side whose call failures name the side (the caller tells a broken reference from a broken solution)."""
+
+    def call(self, args: list[Any]) -> None:
+        try:
+            super().call(args)
+        except SideFailed:
+            raise
+        except Exception as exc:
+            raise SideFailed(self.name, exc) from exc
+
+    def warm_call(self, args: list[Any]) -> None:
+        try:
+            super().warm_call(args)
+        except Exception as exc:
+            raise SideFailed(self.name, exc) from exc
+
+
+def _guarded(side: SideCalls) -> SideCalls:
+    guarded = _Guarded(side.name, side.fn, side.fresh, side.keepers, side.region)
+    return guarded
+
+
+def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
+    began = time.perf_counter()
+    for side in sides:
+        for _ in range(plan.warmup):
+            side.warm_args = side.fresh()
+            side.warm_call(side.warm_args)
+    phase(f"    {plan.warmup} warm-up call(s) per side")
+    last = _last_end.get(plan.device.torch_device)
+    if plan.device.is_gpu and not (last is not None and began - last < WARM_DEVICE_GAP_S):
+        # Clocks come up from idle over milliseconds: keep the device busy before the first round.
+        warm = [s for s in sides if s.warm_args is not None]
+        for i in range(WARMUP_MAX_EXTRA_CALLS if warm else 0):
+            if time.perf_counter() - began >= WARMUP_MIN_S:
+                break
+            side = warm[i % len(warm)]
+            side.warm_call(side.warm_args)
+            synchronize(plan.device)
+    synchronize(plan.device)
+
+
+def _device_pass(first: str, plan: PassPlan, notes: list[str], suspicious: list[str]) -> DevicePass | None:
+    if first == "cpu":
+        return None
+    if first == "device":
+        try:
+            return profiler_pass(plan)
+        except MethodUnavailable as exc:
+            synchronize(plan.device)
+            if exc.suspicious:
+                suspicious.append(exc.reason)
+            notes.append(f"profiler unavailable ({exc.reason}); device events on the current stream used")
+    return events_pass(plan)
+
+
+def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: float) -> SideMeasurement:
+    hosts = tuple(max(0.0, h - host.floor_ms) for h in host.spans_ms[name])
+    if device is None:
+        devices: tuple[float | None, ...] = (None,) * len(hosts)
+    else:
+        devices = tuple(device.spans_ms[name])
+    latency = tuple(call_latency_ms(d, h, allowance_ms) if device is not None else h for d, h in zip(devices, hosts))
+    return SideMeasurement(
+        name=name, instrument=device.instrument if device is not None else "cpu", device_ms=devices,
+        host_ms=hosts, latency_ms=latency, sync_floor_ms=host.floor_ms, allowance_ms=allowance_ms,
+        device_call_indices=tuple(device.call_indices[name]) if device is not None else (),
+        host_call_indices=tuple(host.call_indices[name]),
+        sm_clock_mhz=tuple(device.sm_clock_mhz.get(name, ())) if device is not None else (),
+        hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
+
+
+def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) -> PairedMeasurement:
+    """Warm up, then time both sides in alternating rounds, device pass then host pass.
+
+    A call that raises ends the measurement with ``SideFailed`` naming its side."""
+    first, resolved = resolve_method(plan.method, plan.device)
+    notes = [resolved] if resolved else []
+    sides = tuple(_guarded(s) for s in ((reference, solution) if reference is not None else (solution,)))
+    _warm_up(sides, plan)
+    passes = PassPlan(sides, plan.rounds, plan.device, plan.flusher, plan.cooldown)
+    suspicious: list[str] = []
+    try:
+        device = _device_pass(first, passes, notes, suspicious)
+        phase("    device pass")
+        host = host_pass(passes)
+        phase("    host pass")
+    finally:
+        _last_end[plan.device.torch_device] = time.perf_counter()
+    sol = _side(solution.name, device, host, plan.allowance_ms)
+    ref = _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None
+    interval = speedup_interval(list(ref.latency_ms), list(sol.latency_ms)) if ref is not None else None
+    warnings = list(device.warnings) if device is not None else []
+    if device is not None and device.instrument != first:
+        warnings.insert(0, f"timing method '{first}' was not used: {notes[-1]}")
+    return PairedMeasurement(
+        solution=sol, reference=ref, speedup=interval,
+        notes=tuple(notes + (device.notes if device is not None else [])), warnings=tuple(warnings),
+        suspicious=tuple(suspicious + (device.suspicious if device is not None else [])),
+        host_functions=device.host_functions if device is not None else 0)
+
+
+__all__ = ["CallKeeper", "PairedMeasurement", "SideCalls", "SideFailed", "SideMeasurement", "TimingPlan", "measure",
+           "resolve_method"]

@@ -1,0 +1,381 @@
+"""The device pass: each timed call's device span from the vendor's activity records.
+
+The rounds run once under a profiler recording with device activity on (CUPTI on NVIDIA,
+roctracer/rocprofiler on ROCm, through PyTorch's Kineto; see ``_Recording``). Each call is a
+``record_function`` range; the harness's work between calls (new arguments, the L2 flush, the hold,
+the clock probe) is in setup ranges. A call's span runs from the first start to the last end of
+every kernel, memcpy and memset it launched, on any stream (``activity.attribute``).
+
+Before each call the device is synchronised, then a hold (a one-thread spin kernel,
+``torch.cuda._sleep``, NVIDIA only) and the flush are queued: the host launches the call's work
+while the device still spins, so the span holds the device's work without the host's launch gaps
+(the host's share is measured in the unprofiled pass). Without a hold, a GEMM of 344 us read up to
+365 us on an H100 whenever the profiled launch took longer than the flush. After each call the
+device is synchronised again, the clock probe runs, and the device idles for ``cooldown`` times
+the call's device work (power cap).
+
+Where the profiler cannot run, device events around each call on the current stream stand in
+(``events``), behind the same hold: they see no other stream.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..phases import phase
+from . import activity, cupti_tsc
+from .calls import (CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE, MethodUnavailable, SideCalls, flush,
+                    synchronize)
+
+def _profiler() -> tuple[set[Any], Any]:
+    """The activities a recording enables (host ranges and device activity), and record_function."""
+    try:
+        from torch.profiler import ProfilerActivity, record_function, supported_activities
+    except Exception as exc:  # noqa: BLE001  (a torch build without the profiler)
+        raise MethodUnavailable(f"torch.profiler is not importable: {exc}") from exc
+    if ProfilerActivity.CUDA not in supported_activities():
+        raise MethodUnavailable("this PyTorch build's profiler records no device activity (built without "
+                                "CUPTI/roctracer)")
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA}, record_function
+
+
+class _Recording:
+    """A profiler recording through Kineto's own entry points rather than ``torch.profiler.profile``.
+
+    On the host it records only user-scope ranges (``record_function``: the harness's call and
+    setup ranges, and any the solution opens), not every operator: the attribution needs the
+    ranges, the launch records and the device records, and nothing else. With every operator
+    recorded, an RMSNorm reference call left about 70 records per call (3,568 per loop of 50),
+    reading them took 40 to 60 ms per loop, and each operator added its own cost to the call's
+    host span. ``torch.profiler.profile`` also builds Python events for every record and may
+    import torch._inductor on start; neither is needed here."""
+
+    def __init__(self, activities: set[Any]):
+        self.activities = activities
+        self.events: list[Any] = []
+
+    def start(self) -> None:
+        from torch._C._profiler import RecordScope, _ExperimentalConfig
+        from torch.autograd import ProfilerConfig, ProfilerState, _enable_profiler, _prepare_profiler
+
+        config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
+        _prepare_profiler(config, self.activities)
+        _enable_profiler(config, self.activities, {RecordScope.USER_SCOPE})
+
+    def stop(self) -> None:
+        from torch.autograd import _disable_profiler
+
+        self.events = list(_disable_profiler().events())
+
+
+def _start(activities: set[Any], vendor: str) -> _Recording:
+    if torch.autograd._profiler_enabled():  # a fresh child runs no profiler: only solution code starts one
+        raise MethodUnavailable("a profiler was already running in the evaluation process (left by the solution)",
+                                suspicious=True)
+    if vendor == "cuda":
+        cupti_tsc.prepare()  # before the process's first CUDA profiler session (see cupti_tsc)
+    recording = _Recording(activities)
+    try:
+        recording.start()
+    except Exception as exc:  # noqa: BLE001  (CUPTI refusing, an incompatible kineto or torch API...)
+        raise MethodUnavailable(f"the profiler could not start: {exc!r}") from exc
+    cupti_tsc.after_start()
+    return recording
+
+
+class _Session:
+    """A running recording, and whether it was switched off while it ran."""
+
+    def __init__(self, recording: _Recording):
+        self.recording, self.switched_off = recording, False
+
+    def check(self) -> None:
+        self.switched_off = self.switched_off or not torch.autograd._profiler_enabled()
+
+
+@contextmanager
+def _session(activities: set[Any], vendor: str) -> Iterator[_Session]:
+    """Record the block. A profiler the solution switched off is REWARD_HACK evidence; an
+    exception from the block (the solution's) propagates as it is."""
+    session = _Session(_start(activities, vendor))
+    try:
+        yield session
+    finally:
+        try:
+            session.recording.stop()
+        except Exception:  # noqa: BLE001  (already stopped by someone else)
+            session.switched_off = True
+    if session.switched_off:
+        raise MethodUnavailable("the profiler was switched off during the timed calls (by the solution)",
+                                suspicious=True)
+
+
+PRIMING_CALLS = 3
+_primed: set[str] = set()  # devices whose first profiler session of this process has run (mutated, never rebound)
+
+
+def _prime(side: SideCalls, device: Any, flusher: Any, activities: set[Any], record_function: Any) -> None:
+    """Once per process and device: a short profiler session whose records are thrown away (the
+    first session of a process carried far more host overhead per call than later ones)."""
+    if device.torch_device in _primed or side.warm_args is None:
+        return
+    _primed.add(device.torch_device)
+    with _session(activities, device.vendor) as session:
+        for _ in range(PRIMING_CALLS):
+            flush(flusher)
+            synchronize(device)
+            side.enter_call()
+            with record_function(SETUP_RANGE):
+                side.fn(*side.warm_args)
+            synchronize(device)
+            side.exit_call()
+            session.check()
+
+
+def spin_available(device: Any) -> bool:
+    """``torch.cuda._sleep`` can run here: NVIDIA, for the hold and the clock probe alike."""
+    return device.vendor == "cuda" and callable(getattr(torch.cuda, "_sleep", None))
+
+
+class Hold:
+    """A spin kernel queued before each call's flush, so the device is still busy with it while the
+    host launches the call. It lasts twice the side's host time per call (median of its last
+    warm-up calls) plus 100 us for the profiler's ranges, within 0.5 to 2 ms: a call that takes
+    longer on the host launches its last kernels into a running device, and its host time sets its
+    latency anyway. ``torch.cuda._sleep`` counts SM cycles, converted at 2 GHz (at a lower clock the
+    hold only lasts longer). NVIDIA only: on ROCm the spin counts a clock whose rate was not verified."""
+
+    MIN_US, MAX_US = 500.0, 2000.0
+    RANGE_US = 100.0
+    CYCLES_PER_US = 2000
+
+    def __init__(self, own_ms: float | None, enabled: bool, record_function: Any):
+        self.record_function = record_function
+        self.us = hold_us(own_ms) if enabled else 0.0
+        self.cycles = int(self.us * self.CYCLES_PER_US)
+
+    def launch(self) -> None:
+        if self.cycles > 0:
+            with self.record_function(f"{HOLD_RANGE}#{self.cycles}"):
+                torch.cuda._sleep(self.cycles)
+
+
+def hold_us(own_ms: float | None) -> float:
+    """The hold's length for a side whose calls return from the host in ``own_ms``."""
+    wanted = 2e3 * (own_ms or 0.0) + Hold.RANGE_US
+    return min(Hold.MAX_US, max(Hold.MIN_US, wanted))
+
+
+class _ClockProbe:
+    """The SM clock right after each timed call, read on the device itself.
+
+    ``torch.cuda._sleep(cycles)`` launches a kernel that spins until the SM's cycle counter has
+    advanced by ``cycles``; its duration in the activity records, less that of a zero-cycle one,
+    is ``cycles`` over the clock (``activity.sm_clocks_mhz``). NVML reads the clock between timed
+    loops only; on an H100 a bf16 GEMM of 350 us read 339 us in a loop at 1980 MHz and 341 to
+    417 us in loops that ended at 1530 to 1815 MHz after a sustained load had pushed the device
+    into its power cap, and this is what says, per loop, which it was. It runs after the call
+    was synchronised, under a setup range. NVIDIA only: on ROCm the spin counts a clock whose rate was not verified here."""
+
+    CYCLES = 20_000  # ~10 us at 2 GHz: long against the records' ~32 ns steps, short against the idle gap
+    CALIBRATIONS = 5
+
+    def __init__(self, enabled: bool, record_function: Any):
+        self.enabled = enabled
+        self.record_function = record_function
+
+    def launch(self, cycles: int) -> None:
+        if self.enabled:
+            with self.record_function(f"{PROBE_RANGE}#{cycles}"):
+                torch.cuda._sleep(cycles)
+
+    def calibrate(self, device: Any) -> None:
+        for _ in range(self.CALIBRATIONS if self.enabled else 0):
+            synchronize(device)
+            self.launch(0)
+        synchronize(device)
+
+
+COOLDOWN_MAX_S = 0.05
+
+
+def cool_down(cooldown: float, device_wait_ms: float) -> None:
+    """Leave the device idle for ``cooldown`` times as long as the host waited for it after the call
+    returned (at most 50 ms): millisecond GEMMs called back to back ran into the power cap on the
+    H100, 6 to 15% above Nsight Compute's time. The wait, not the host span: a call whose time is
+    the host's leaves the device idle anyway."""
+    gap_s = min(cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
+    if gap_s > 0:
+        time.sleep(gap_s)
+
+
+@dataclass
+class DevicePass:
+    """Per side (by name), per round: the call's device span in ms (None: it launched no device
+    work), the FreshArgs call index it ran on, and the SM clock the probe read after it."""
+
+    instrument: str  # "device" or "events"
+    spans_ms: dict[str, list[float | None]] = field(default_factory=dict)
+    call_indices: dict[str, list[int]] = field(default_factory=dict)
+    sm_clock_mhz: dict[str, list[float]] = field(default_factory=dict)
+    hold_us: dict[str, float] = field(default_factory=dict)
+    host_functions: int = 0  # host functions the solution's calls enqueued in stream order
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # about the solution's calls
+    suspicious: list[str] = field(default_factory=list)  # evidence of tampering: REWARD_HACK
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """What both passes share: the sides, the order of each round, the device and its flusher."""
+
+    sides: tuple[SideCalls, ...]
+    rounds: int
+    device: Any
+    flusher: Any
+    cooldown: float = 0.0
+
+    def order(self, round_index: int) -> tuple[SideCalls, ...]:
+        """Alternating: A B, then B A, so neither side always follows the other."""
+        return self.sides if round_index % 2 == 0 else tuple(reversed(self.sides))
+
+    def schedule(self) -> Iterator[tuple[int, int, SideCalls]]:
+        """(round, position in the pass, side) of every call, in order."""
+        k = 0
+        for r in range(self.rounds):
+            for side in self.order(r):
+                yield r, k, side
+                k += 1
+
+
+def _timed(plan: PassPlan, side: SideCalls, body: Callable[[], None]) -> float:
+    """Run one call's ``body`` on a synchronised device, then wait for it: the host's wait for the
+    device after the call returned, in ms (what the cooldown is sized by)."""
+    side.enter_call()
+    began = time.perf_counter_ns()
+    body()
+    returned = time.perf_counter_ns()
+    synchronize(plan.device)
+    waited = (time.perf_counter_ns() - returned) / 1e6
+    side.exit_call()
+    return waited
+
+
+def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activity]:
+    """The rounds under the profiler; the activity records. Exceptions from a call propagate."""
+    activities, record_function = _profiler()
+    _prime(plan.sides[-1], plan.device, plan.flusher, activities, record_function)
+    phase("    profiler primed")
+    spin = spin_available(plan.device)
+    holds = {s.name: Hold(s.typical_own_ms(), spin, record_function) for s in plan.sides}
+    probe = _ClockProbe(spin, record_function)
+    with _session(activities, plan.device.vendor) as session:
+        probe.calibrate(plan.device)
+        for r, k, side in plan.schedule():
+            args = side.arguments()
+            result.call_indices[side.name].append(side.fresh.calls_made - 1)
+            synchronize(plan.device)  # the copies done: every call starts from the same state
+            holds[side.name].launch()
+            flush(plan.flusher)
+
+            def body(k: int = k, side: SideCalls = side, args: Any = args) -> None:
+                with record_function(f"{CALL_RANGE}#{k}"):
+                    side.call(args)
+
+            waited = _timed(plan, side, body)
+            session.check()
+            probe.launch(probe.CYCLES)
+            cool_down(plan.cooldown, waited)
+        for side in plan.sides:
+            side.settle()
+        synchronize(plan.device)
+    result.hold_us = {name: h.us for name, h in holds.items()}
+    phase("    device pass: profiler stopped")
+    try:
+        return activity.from_kineto(session.recording.events)
+    except Exception as exc:  # noqa: BLE001  (the results API moved in this torch version)
+        raise MethodUnavailable(f"the profiler's records could not be read: {exc!r}") from exc
+
+
+def _record_summary(records: list[activity.Activity]) -> str:
+    kinds = {"launch": activity.LAUNCH_KINDS, "device": activity.DEVICE_KINDS, "host range": activity.HOST_RANGE_KINDS}
+    return ", ".join(f"{sum(r.kind in members for r in records)} {name}" for name, members in kinds.items()) + " records"
+
+
+def _workaround_state() -> str:
+    state = cupti_tsc.state()
+    return f"; CUPTI timestamp workaround: {state.reason}" if state is not None else ""
+
+
+def profiler_pass(plan: PassPlan, solution_name: str = "solution") -> DevicePass:
+    """The device pass through the profiler. Findings that show tampering are the solution's:
+    the reference is the problem's own code."""
+    if not plan.device.is_gpu:
+        raise MethodUnavailable("device activity records need a GPU")
+    result = DevicePass("device", {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
+    records = _profiled_rounds(plan, result)
+    calls = len(plan.sides) * plan.rounds
+    found = activity.attribute(records, calls, CALL_RANGE, SETUP_RANGE)
+    if found.setup_count == 0 and all(c.span_ns is None for c in found.calls):
+        raise MethodUnavailable(f"the profiler delivered no device activity records ({_record_summary(records)}; "
+                                f"CUPTI/roctracer in use by another tool, not permitted here, or its records "
+                                f"dropped{_workaround_state()})")
+    clocks = activity.sm_clocks_mhz(activity.probe_durations(records, PROBE_RANGE))
+    mine = []
+    for (_, k, side), clock in zip(plan.schedule(), clocks + [None] * calls):
+        span = found.calls[k].span_ns
+        result.spans_ms[side.name].append(span / 1e6 if span is not None else None)
+        if clock is not None:
+            result.sm_clock_mhz.setdefault(side.name, []).append(clock)
+        if side.name == solution_name:
+            mine.append(found.calls[k])
+    result.warnings.extend(activity.work_set_warnings(mine))
+    result.host_functions = len(found.host_functions)
+    if found.foreign:
+        result.suspicious.append(activity.foreign_description(found.foreign))
+    if found.forged_ranges:
+        names = ", ".join(sorted(set(found.forged_ranges))[:5])
+        result.suspicious.append(f"{len(found.forged_ranges)} profiler range(s) named like the harness's own were "
+                                 f"opened by the solution ({names}): they would pass its work off as the harness's")
+    if found.unmatched and any(r.kind in activity.LAUNCH_KINDS for r in records):
+        # Every launch the harness's thread makes has its launch record here; device work without
+        # one was launched where the profiler does not follow (another thread).
+        result.suspicious.append(activity.unmatched_description(found.unmatched))
+    elif found.unmatched:
+        result.notes.append(f"{len(found.unmatched)} device record(s) had no launch record and were not counted")
+    return result
+
+
+def events_pass(plan: PassPlan) -> DevicePass:
+    """The device pass through device events on the current stream, behind the same hold."""
+    if not plan.device.is_gpu:
+        raise MethodUnavailable("device events need a GPU")
+    result = DevicePass("events", {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
+    spin = spin_available(plan.device)
+    holds = {s.name: Hold(s.typical_own_ms(), spin, torch.profiler.record_function) for s in plan.sides}
+    for _, _, side in plan.schedule():
+        args = side.arguments()
+        result.call_indices[side.name].append(side.fresh.calls_made - 1)
+        synchronize(plan.device)
+        holds[side.name].launch()
+        flush(plan.flusher)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def body(side: SideCalls = side, args: Any = args, start: Any = start, end: Any = end) -> None:
+            start.record()
+            side.call(args)
+            end.record()
+
+        waited = _timed(plan, side, body)
+        result.spans_ms[side.name].append(start.elapsed_time(end))
+        cool_down(plan.cooldown, waited)
+    for side in plan.sides:
+        side.settle()
+    synchronize(plan.device)
+    result.hold_us = {name: h.us for name, h in holds.items()}
+    return result

@@ -1,0 +1,72 @@
+"""The host pass: each timed call's wall-clock span until the device is idle, without a profiler.
+
+Per call: new arguments, the L2 flush, a synchronisation (the device is idle and the cache cold),
+then the clock runs from just before the call until a synchronisation after it returned. That span
+holds the host's work (launches, Python, a copy to the host), the device's work it waited for, and
+one synchronisation's own cost, which ``sync_floor_ms`` measures on the idle device and the rule
+subtracts. The reference and the solution alternate as in the device pass.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .calls import SideCalls, flush, synchronize
+from .profiled import PassPlan, cool_down
+
+FLOOR_SAMPLES = 21
+
+
+def sync_floor_ms(device: Any, samples: int = FLOOR_SAMPLES) -> float:
+    """Median wall time of a synchronisation of the idle device, with the clock readings around it:
+    what every host span carries besides the call."""
+    spans = []
+    for _ in range(samples):
+        synchronize(device)
+        began = time.perf_counter_ns()
+        synchronize(device)
+        spans.append((time.perf_counter_ns() - began) / 1e6)
+    return statistics.median(spans)
+
+
+@dataclass
+class HostPass:
+    """Per side (by name), per round: the call's wall span until the device was idle (raw, the
+    floor not yet taken off) and the FreshArgs call index it ran on."""
+
+    floor_ms: float
+    spans_ms: dict[str, list[float]] = field(default_factory=dict)
+    call_indices: dict[str, list[int]] = field(default_factory=dict)
+
+
+def host_span_ms(device: Any, call: Callable[[], Any]) -> tuple[Any, float, float]:
+    """Run ``call`` on an idle device: its result, its wall span until the device was idle and the
+    host's wait for the device after it returned (both ms)."""
+    synchronize(device)
+    began = time.perf_counter_ns()
+    result = call()
+    returned = time.perf_counter_ns()
+    synchronize(device)
+    ended = time.perf_counter_ns()
+    return result, (ended - began) / 1e6, (ended - returned) / 1e6
+
+
+def host_pass(plan: PassPlan) -> HostPass:
+    result = HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
+    for _, _, side in plan.schedule():
+        args = side.arguments()
+        result.call_indices[side.name].append(side.fresh.calls_made - 1)
+        flush(plan.flusher)
+        synchronize(plan.device)
+        side.enter_call()
+        _, span, waited = host_span_ms(plan.device, lambda side=side, args=args: side.call(args))
+        side.exit_call()
+        result.spans_ms[side.name].append(span)
+        cool_down(plan.cooldown, waited)
+    for side in plan.sides:
+        side.settle()
+    synchronize(plan.device)
+    return result

@@ -1,1 +1,0 @@
-"""Timing methods: each turns a loop of timed calls into per-call times (see ``evaluate.timing``)."""

@@ -1,0 +1,262 @@
+"""The device pass and the paired measurement, run on the CPU with the device parts stood in for.
+
+The profiler runs for real (CPU activity); synchronisation is a no-op and device records are
+added next to the real call ranges, so everything but CUPTI itself is exercised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from sol_execbench.evaluate.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, SideFailed, TimingPlan,
+                                           activity, calls, measure, paired, profiled, unprofiled)
+from sol_execbench.evaluate.timing.activity import Activity
+from sol_execbench.evaluate.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
+from sol_execbench.evaluate.timing.profiled import DevicePass
+
+ROUNDS = 6
+
+
+@pytest.fixture
+def fake_gpu(cpu_device, monkeypatch):
+    for module in (profiled, unprofiled, paired, calls):
+        monkeypatch.setattr(module, "synchronize", lambda d: None)
+    # The CPU activity stands in for device activity.
+    monkeypatch.setattr(profiled, "_profiler", lambda: ({ProfilerActivity.CPU}, record_function))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)  # the hold and the probe: their ranges, no kernel
+    return dataclasses.replace(cpu_device, vendor="cuda", l2_bytes=1024)
+
+
+def _with_kernels(kernel_ns: dict[str, int] | int, calls_without_kernels: tuple[int, ...] = ()):
+    """Device records for every call range: ``kernel_ns`` per side (reference calls are the even
+    positions of even rounds and the odd of odd rounds; ``_side_of``)."""
+    real = activity.from_kineto
+
+    def from_kineto(events):
+        records = real(events)
+        added = []
+        for r in records:
+            if r.kind == "user_annotation" and r.name.startswith(CALL_RANGE + "#"):
+                k = int(r.name.rsplit("#", 1)[1])
+                if k in calls_without_kernels:
+                    continue
+                ns = kernel_ns if isinstance(kernel_ns, int) else kernel_ns[_side_of(k)]
+                added.append(Activity("kernel", "gemm", r.start_ns + 500, r.start_ns + 500 + ns, linked=r.correlation))
+        return records + added
+
+    return from_kineto
+
+
+def _side_of(k: int) -> str:
+    round_index, position = divmod(k, 2)
+    first, second = ("reference", "solution") if round_index % 2 == 0 else ("solution", "reference")
+    return first if position == 0 else second
+
+
+def _sides(fn, reference_fn=None, keeper=None):
+    bank = [[torch.full((64,), float(k)), torch.ones(64)] for k in range(3)]
+    slots = 2 + 2 * ROUNDS + 2
+    solution = SideCalls("solution", fn, FreshArgs(bank, slots=slots), [keeper] if keeper else [])
+    reference = SideCalls("reference", reference_fn or (lambda x, y: x + y), FreshArgs(bank, slots=slots))
+    return solution, reference
+
+
+def _measure(fake_gpu, fn, keeper=None, method="device", reference_fn=None):
+    solution, reference = _sides(fn, reference_fn, keeper)
+    plan = TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu), method=method,
+                      allowance_ms=0.025)
+    return measure(solution, reference, plan)
+
+
+def test_each_sides_device_spans_come_from_the_records_of_its_own_calls(fake_gpu, monkeypatch):
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels({"reference": 8_000_000, "solution": 5_000_000}))
+    keeper = CallKeeper(4)
+    m = _measure(fake_gpu, lambda x, y: x + y, keeper)
+    assert m.solution.instrument == "device" and m.solution.device_ms == (5.0,) * ROUNDS
+    assert m.reference.device_ms == (8.0,) * ROUNDS
+    # 5 ms and 8 ms of device time: far above any host span here, so the device time is the latency.
+    assert m.solution.latency_ms == (5.0,) * ROUNDS and m.reference.latency_ms == (8.0,) * ROUNDS
+    assert m.speedup.point == pytest.approx(1.6) and m.speedup.verdict == "faster"
+    assert m.warnings == () and m.suspicious == ()
+    assert torch.equal(keeper.kept, torch.full((64,), 2.0))  # call 4 used bank set 4 % 3 = 1: 1 + 1
+    # After two warm-up calls: the device pass's calls, then the host pass's.
+    assert m.solution.device_call_indices == tuple(range(2, 2 + ROUNDS))
+    assert m.solution.host_call_indices == tuple(range(2 + ROUNDS, 2 + 2 * ROUNDS))
+
+
+def test_rounds_alternate_which_side_goes_first(fake_gpu, monkeypatch):
+    order = []
+    solution, reference = _sides(lambda x, y: order.append("s") or x + y, lambda x, y: order.append("r") or x + y)
+    plan = profiled.PassPlan((reference, solution), 4, fake_gpu, L2Flusher(fake_gpu))
+    unprofiled.host_pass(plan)
+    assert "".join(order) == "rssrrssr"
+
+
+def test_the_clock_probe_after_each_call_gives_its_sm_clock(fake_gpu, monkeypatch):
+    """One zero-cycle probe per calibration and one spinning probe after each call, under the
+    probe's own range; a 1 us floor and 20,000 cycles in 11 us make 2000 MHz."""
+    with_kernels = _with_kernels(5_000_000)
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        for r in list(records):
+            if r.kind == "user_annotation" and r.name.startswith(PROBE_RANGE + "#"):
+                cycles = int(r.name.rsplit("#", 1)[1])
+                duration = 1_000 + cycles // 2  # ns: 1 us floor, then 2 cycles per ns
+                records.append(Activity("kernel", "spin_kernel", r.start_ns + 100, r.start_ns + 100 + duration,
+                                        linked=r.correlation))
+        return records
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert m.solution.sm_clock_mhz == (2000.0,) * ROUNDS and m.reference.sm_clock_mhz == (2000.0,) * ROUNDS
+    assert m.suspicious == ()
+
+
+def test_hold_length_follows_the_hosts_time_for_a_call():
+    """Twice a warm-up call's host time plus 100 us for the profiler's ranges, from 0.5 to 2 ms."""
+    assert profiled.hold_us(0.02) == 500.0
+    assert profiled.hold_us(0.45) == pytest.approx(1000.0)
+    assert profiled.hold_us(1.5) == 2000.0
+    assert profiled.hold_us(None) == 500.0
+
+
+def test_each_call_is_queued_behind_a_hold_then_the_flush(fake_gpu, monkeypatch):
+    seen = {}
+    with_kernels = _with_kernels(5_000_000)
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        seen["ranges"] = [r.name for r in sorted(records, key=lambda r: r.start_ns) if r.kind == "user_annotation"]
+        return records
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    ranges = seen["ranges"]
+    assert sum(name.startswith(CALL_RANGE + "#") for name in ranges) == 2 * ROUNDS
+    for k, name in enumerate(ranges):
+        if name.startswith(CALL_RANGE + "#"):  # hold, flush, call
+            assert ranges[k - 1] == SETUP_RANGE and ranges[k - 2].startswith(f"{HOLD_RANGE}#")
+    assert m.solution.hold_us >= 500.0
+
+
+def _events_pass(plan):
+    return DevicePass("events", {s.name: [0.5] * plan.rounds for s in plan.sides},
+                      {s.name: [0] * plan.rounds for s in plan.sides})
+
+
+def test_without_device_records_the_device_pass_falls_back_to_events(fake_gpu, monkeypatch):
+    monkeypatch.setattr(paired, "events_pass", _events_pass)
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert m.solution.instrument == "events" and "no device activity records" in m.notes[-1]
+    assert any("was not used" in w for w in m.warnings) and m.suspicious == ()
+
+
+def test_calls_without_kernels_are_warned_about_and_use_the_host_time(fake_gpu, monkeypatch):
+    # Position 2 is round 1's first call: the solution goes first in odd rounds.
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000, calls_without_kernels=(2,)))
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert any(f"1 of {ROUNDS} timed call(s) launched no kernel" in w for w in m.warnings)
+    assert m.solution.device_ms[1] is None and m.solution.latency_ms[1] == m.solution.host_ms[1]
+
+
+def test_a_profiler_left_running_by_the_solution_is_suspicious(fake_gpu, monkeypatch):
+    monkeypatch.setattr(paired, "events_pass", _events_pass)
+    with profile(activities=[ProfilerActivity.CPU]):
+        m = _measure(fake_gpu, lambda x, y: x + y)
+    assert m.solution.instrument == "events"
+    assert m.suspicious == ("a profiler was already running in the evaluation process (left by the solution)",)
+
+
+def test_switching_the_profiler_off_during_a_call_is_suspicious(fake_gpu, monkeypatch):
+    monkeypatch.setattr(paired, "events_pass", _events_pass)
+
+    def sabotage(x, y):
+        if torch.autograd._profiler_enabled():
+            torch.autograd._disable_profiler()  # hoping for a method that cannot see side streams
+        return x + y
+
+    m = _measure(fake_gpu, sabotage)
+    assert m.solution.instrument == "events" and any("switched off" in s for s in m.suspicious)
+
+
+def test_an_exception_in_a_call_is_the_sides_not_a_fallback(fake_gpu):
+    def fails_when_profiled(x, y):
+        if torch.autograd._profiler_enabled():
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")  # dressed up as a profiler failure
+        return x + y
+
+    with pytest.raises(SideFailed, match="CUPTI_ERROR") as raised:
+        _measure(fake_gpu, fails_when_profiled)
+    assert raised.value.side == "solution"
+    with pytest.raises(SideFailed) as raised:
+        _measure(fake_gpu, lambda x, y: x + y, reference_fn=fails_when_profiled)
+    assert raised.value.side == "reference"
+
+
+def test_device_work_without_a_launch_record_is_suspicious_where_launches_are_recorded(fake_gpu, monkeypatch):
+    """Every launch of the profiled thread has its launch record; a kernel without one was
+    launched by a thread the profiler does not follow."""
+    with_kernels = _with_kernels(5_000_000)
+
+    def from_kineto(events):
+        records = with_kernels(events)
+        t = records[-1].end_ns
+        return records + [Activity("cuda_runtime", "cudaLaunchKernel", t, t + 5, correlation=900),
+                          Activity("kernel", "mystery", t + 10, t + 20, correlation=901)]
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert any("no launch record" in s and "mystery" in s for s in m.suspicious), m.suspicious
+
+
+def test_the_recording_keeps_ranges_and_leaves_operators_out():
+    """The device pass records only record_function ranges on the host (plus device activity):
+    every operator recorded cost host time per call and 40-60 ms per loop to read back."""
+    recording = profiled._Recording({ProfilerActivity.CPU})
+    recording.start()
+    try:
+        x = torch.ones(8)
+        for i in range(3):
+            with record_function(f"{CALL_RANGE}#{i}"):
+                (x * 2 + 1).sum()
+    finally:
+        recording.stop()
+    names = [e.name() for e in recording.events]
+    assert [n for n in names if n.startswith(CALL_RANGE)] == [f"{CALL_RANGE}#{i}" for i in range(3)]
+    assert not any(n.startswith("aten::") for n in names), names
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_a_recording_that_cannot_start_falls_back_to_events(fake_gpu, monkeypatch):
+    """The recording uses torch's private profiler entry points: a torch whose signatures moved
+    gives a fallback with the reason, not a failed evaluation."""
+    def refuse(self):
+        raise TypeError("_enable_profiler(): incompatible function arguments")
+
+    monkeypatch.setattr(profiled._Recording, "start", refuse)
+    monkeypatch.setattr(paired, "events_pass", _events_pass)
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert m.solution.instrument == "events" and "could not start" in m.notes[-1]
+    assert "incompatible function arguments" in m.notes[-1]
+    assert m.suspicious == () and any("was not used" in w for w in m.warnings)
+
+
+def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
+    """A call that spends 3 ms on the host before launching 5 us of device work: its latency is its host
+    time less the allowance, on both passes' evidence; the reference's 5 us call keeps its device time."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
+
+    def slow_host(x, y):
+        time.sleep(0.003)
+        return x + y
+
+    m = _measure(fake_gpu, slow_host)
+    assert m.solution.host_bound and m.solution.host_set_rounds == ROUNDS
+    assert min(m.solution.latency_ms) >= 3.0 - 0.025
+    assert m.speedup.verdict == "slower"

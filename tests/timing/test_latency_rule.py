@@ -1,0 +1,110 @@
+"""The latency rule is continuous, and reference and solution are timed alike (CPU)."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from sol_execbench.evaluate.timing import (FreshArgs, L2Flusher, SideCalls, TimingPlan, call_latency_ms, measure,
+                                           speedup_interval, unprofiled)
+from sol_execbench.evaluate.timing.paired import _side
+from sol_execbench.evaluate.timing.profiled import DevicePass
+from sol_execbench.evaluate.timing.unprofiled import HostPass
+
+ALLOWANCE_MS = 0.025
+# Spans in ms around every threshold the rule has had: the allowance, 50 us (a hold gate), 100 us
+# (a host-bound floor), twice the device time, and a bracket's cost subtracted from a span.
+GRID = sorted({0.0, 0.001, 0.01, 0.0249, 0.025, 0.0251, 0.049, 0.05, 0.051, 0.099, 0.1, 0.101, 0.125, 0.149, 0.15,
+               0.2, 0.25, 0.3, 1.0, 5.0})
+STEPS = (1e-6, 1e-4, 3e-3)
+
+
+def test_a_small_change_in_either_span_moves_the_latency_by_no_more_than_that_change():
+    for device, host, step in itertools.product(GRID, GRID, STEPS):
+        here = call_latency_ms(device, host, ALLOWANCE_MS)
+        for moved in (call_latency_ms(device + step, host, ALLOWANCE_MS), call_latency_ms(device, host + step, ALLOWANCE_MS),
+                      call_latency_ms(max(0.0, device - step), host, ALLOWANCE_MS),
+                      call_latency_ms(device, max(0.0, host - step), ALLOWANCE_MS)):
+            assert abs(moved - here) <= step + 1e-12, (device, host, step)
+
+
+def test_the_rule_keeps_device_time_for_a_launch_and_counts_host_work_beyond_it():
+    assert call_latency_ms(0.003, 0.02, ALLOWANCE_MS) == 0.003  # one kernel, launched in 20 us
+    assert call_latency_ms(0.014, 0.12, ALLOWANCE_MS) == pytest.approx(0.095)  # a dozen eager operators
+    assert call_latency_ms(None, 0.12, ALLOWANCE_MS) == 0.12  # the CPU: the host clock is the measurement
+
+
+def _measured_side(device_ms, host_ms, floor=0.004):
+    dev = DevicePass("device", {"solution": list(device_ms)}, {"solution": list(range(len(device_ms)))})
+    host = HostPass(floor, {"solution": [h + floor for h in host_ms]}, {"solution": list(range(len(host_ms)))})
+    return _side("solution", dev, host, ALLOWANCE_MS)
+
+
+def test_a_sides_median_latency_is_continuous_across_the_host_device_crossover():
+    """Rounds whose host time less the allowance sits right at the device time: nudging one round's
+    host time across it moves the median by no more than the nudge."""
+    device = [0.1] * 9
+    for host_centre, step in itertools.product((0.1249, 0.125, 0.1251, 0.2), STEPS):
+        host = [host_centre] * 9
+        base = _measured_side(device, host).median_ms
+        for k in range(9):
+            nudged = list(host)
+            nudged[k] += step
+            assert abs(_measured_side(device, nudged).median_ms - base) <= step + 1e-12
+
+
+def test_the_speedup_interval_moves_continuously_with_the_rounds():
+    ref = [1.0 + 0.01 * (k % 5) for k in range(30)]
+    sol = [1.0 + 0.01 * ((k + 2) % 5) for k in range(30)]
+    base = speedup_interval(ref, sol)
+    nudged = speedup_interval([r + 1e-6 for r in ref], sol)
+    assert abs(nudged.low - base.low) < 1e-5 and abs(nudged.high - base.high) < 1e-5
+    assert base.low <= base.point <= base.high and base.verdict == "parity"
+    assert speedup_interval([2.0] * 10, [1.0] * 10).verdict == "faster"
+    assert speedup_interval([1.0] * 10, [2.0] * 10).verdict == "slower"
+
+
+class _VirtualClock:
+    """A clock that only calls move: each call adds its cost, so host spans are exact."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def perf_counter_ns(self):
+        return self.ns
+
+
+def _aa(monkeypatch, cpu_device, rounds, cost_ns):
+    clock = _VirtualClock()
+    monkeypatch.setattr(unprofiled, "time", SimpleNamespace(perf_counter_ns=clock.perf_counter_ns))
+    made = {"calls": 0}
+
+    def body(x):
+        made["calls"] += 1
+        clock.ns += cost_ns(made["calls"])
+        return x
+
+    bank = [[torch.ones(4) * k] for k in range(3)]
+    sides = [SideCalls(name, body, FreshArgs(bank, slots=rounds + 4)) for name in ("solution", "reference")]
+    return measure(sides[0], sides[1], TimingPlan(warmup=1, rounds=rounds, device=cpu_device,
+                                                  flusher=L2Flusher(cpu_device)))
+
+
+def test_identical_code_reads_one_with_an_interval_on_one(monkeypatch, cpu_device):
+    m = _aa(monkeypatch, cpu_device, 20, lambda n: 150_000)
+    assert m.speedup.point == 1.0 and m.speedup.low == 1.0 and m.speedup.high == 1.0
+    assert m.speedup.verdict == "parity"
+    assert m.solution.latency_ms == m.reference.latency_ms and m.solution.latency_ms[0] == pytest.approx(0.15)
+
+
+def test_an_order_effect_hits_both_sides_alike(monkeypatch, cpu_device):
+    """The first call of every round costs 40% more (a cache, a clock, a queue the previous round left):
+    alternating which side goes first gives both sides that cost equally often, so identical code still
+    reads exactly 1. Timing one side always first (or one side's calls all before the other's) would not."""
+    # Calls 1 and 2 are the warm-ups; from call 3 on, odd-numbered calls open a round.
+    m = _aa(monkeypatch, cpu_device, 20, lambda n: 140_000 if n > 2 and n % 2 == 1 else 100_000)
+    assert sorted(set(m.solution.latency_ms)) == [0.1, 0.14]
+    assert m.speedup.point == 1.0 and m.speedup.verdict == "parity"
