@@ -114,7 +114,8 @@ def run_once(problem: Path, solution: Path, out: Path, warm: bool, extra: list[s
     return traces
 
 
-def _row(trace: dict[str, Any]) -> dict[str, Any]:
+def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The facts of one trace the targets need, and its workload's uuid."""
     ev = trace["evaluation"]
     perf = ev.get("performance") or {}
     sol, interval = perf.get("solution_timing") or {}, perf.get("speedup_interval") or {}
@@ -122,7 +123,7 @@ def _row(trace: dict[str, Any]) -> dict[str, Any]:
             "high": interval.get("high"), "verdict": interval.get("verdict"), "latency_ms": perf.get("latency_ms"),
             "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
             "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
-            "host_median_ms": sol.get("host_median_ms")}
+            "host_median_ms": sol.get("host_median_ms")}, trace["workload"]["uuid"]
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -163,10 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             for problem in chosen:
                 solution = aa_solution(problem, scratch)
-                for trace in run_once(problem, solution, scratch / "traces.jsonl", args.warm, extra):
-                    key = f"{problem.name}/{trace['workload']['uuid']}"
-                    per_workload.setdefault(key, []).append(_row(trace))
-            print(f"run {run + 1} of {args.runs} done at {time.time() - began:.0f} s", flush=True)
+                started = time.time()
+                rows = [_row(t) for t in run_once(problem, solution, scratch / "traces.jsonl", args.warm, extra)]
+                for trace_row, uuid in rows:
+                    per_workload.setdefault(f"{problem.name}/{uuid}", []).append(trace_row)
+                shown = " ".join(f"{r['speedup']:.3f}" if r["speedup"] else r["status"] for r, _ in rows)
+                print(f"run {run + 1} {problem.name}: {time.time() - started:.1f} s {shown}", flush=True)
+                _write(args.out, {"runs": args.runs, "warm": args.warm, "workloads": per_workload})
     verdicts = {key: judge(runs) for key, runs in per_workload.items()}
     covered = sum(v.get("covered", 0) for v in verdicts.values())
     total = sum(v.get("runs", 0) for v in verdicts.values())
@@ -183,12 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
           f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)}; "
           f"{time.time() - began:.0f} s")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"runs": args.runs, "warm": args.warm, "interval_share": share,
-                                        "all_targets_met": all_ok, "workloads": per_workload,
-                                        "verdicts": verdicts}, indent=1))
+    _write(args.out, {"runs": args.runs, "warm": args.warm, "interval_share": share, "all_targets_met": all_ok,
+                      "workloads": per_workload, "verdicts": verdicts})
     return 0 if all_ok else 1
+
+
+def _write(path: Path | None, report: dict[str, Any]) -> None:
+    """After every problem too: a run cut short still leaves its numbers."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

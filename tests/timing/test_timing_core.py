@@ -117,7 +117,7 @@ def test_timing_config_defaults_and_validation():
     with pytest.raises(ValueError):
         BenchmarkConfig.model_validate({"timing": {"method": "stopwatch"}})
     assert BenchmarkConfig.model_validate({"warmup_runs": 1}).model_dump()["timing"] == {
-        "method": "auto", "cooldown": 1.0, "launch_allowance_us": 25.0}
+        "method": "auto", "cooldown": 1.0, "launch_allowance_us": 100.0}
     assert merge_configs({}, {"timing": {"cooldown": 0}}).timing.cooldown == 0
     with pytest.raises(ValueError):
         BenchmarkConfig.model_validate({"timing": {"cooldown": -1}})

@@ -74,6 +74,10 @@ class CallKeeper:
         if call_index == self.call_index and self.kept is None:
             self._pending = (args, result)
 
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
+
     def settle(self) -> None:
         if self._pending is None:
             return
@@ -128,13 +132,17 @@ class SideCalls:
 
     def arguments(self) -> list[Any]:
         """The next call's arguments (a new address), an audited call's outputs kept first."""
+        self.settle()
         with torch.profiler.record_function(SETUP_RANGE):
-            self.settle()
             return self.fresh()
 
     def settle(self) -> None:
-        for keeper in self.keepers:
-            keeper.settle()
+        """Keep an audited call's outputs now, under a setup range: the copy is the harness's work,
+        not device work launched outside every range."""
+        if any(keeper.pending for keeper in self.keepers):
+            with torch.profiler.record_function(SETUP_RANGE):
+                for keeper in self.keepers:
+                    keeper.settle()
 
     def call(self, args: list[Any]) -> None:
         result = self.fn(*args)

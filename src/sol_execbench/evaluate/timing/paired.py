@@ -15,7 +15,7 @@ from typing import Any
 from ..phases import phase
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
-from .rule import call_latency_ms, host_set
+from .rule import LAUNCH_ALLOWANCE_US, call_latency_ms, host_set
 from .statistics import SpeedupInterval, Summary, speedup_interval, summarize
 from .unprofiled import HostPass, host_pass
 
@@ -38,7 +38,7 @@ class TimingPlan:
     flusher: Any
     method: str | None = None
     cooldown: float = 0.0
-    allowance_ms: float = 0.025
+    allowance_ms: float = LAUNCH_ALLOWANCE_US / 1e3
 
 
 @dataclass(frozen=True)

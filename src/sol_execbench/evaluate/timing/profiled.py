@@ -145,12 +145,12 @@ def spin_available(device: Any) -> bool:
 class Hold:
     """A spin kernel queued before each call's flush, so the device is still busy with it while the
     host launches the call. It lasts twice the side's host time per call (median of its last
-    warm-up calls) plus 100 us for the profiler's ranges, within 0.5 to 2 ms: a call that takes
+    warm-up calls) plus 100 us for the profiler's ranges, within 0.2 to 2 ms: a call that takes
     longer on the host launches its last kernels into a running device, and its host time sets its
     latency anyway. ``torch.cuda._sleep`` counts SM cycles, converted at 2 GHz (at a lower clock the
     hold only lasts longer). NVIDIA only: on ROCm the spin counts a clock whose rate was not verified."""
 
-    MIN_US, MAX_US = 500.0, 2000.0
+    MIN_US, MAX_US = 200.0, 2000.0
     RANGE_US = 100.0
     CYCLES_PER_US = 2000
 
