@@ -79,12 +79,17 @@ def _write_synthetic(root: Path) -> list[Path]:
 
 
 def problems(only: list[str] | None, scratch: Path) -> list[Path]:
+    """Each problem once: the corpus holds some definitions twice (an example and a sample)."""
     found = sorted({d.parent for d in CORPUS.rglob("definition.json") if (d.parent / "workload.jsonl").exists()})
     found += sorted(d.parent for d in EXAMPLES.glob("*/definition.json"))
     found = [p for p in found if p.name not in SKIP] + _write_synthetic(scratch / "synthetic")
     if only:
         found = [p for p in found if any(part in str(p) for part in only)]
-    return found
+    seen: dict[str, Path] = {}
+    for p in found:
+        key = (p / "definition.json").read_text() + (p / "workload.jsonl").read_text()
+        seen.setdefault(key, p)
+    return list(seen.values())
 
 
 def aa_solution(problem: Path, scratch: Path) -> Path:

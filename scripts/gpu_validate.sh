@@ -2,9 +2,9 @@
 # One call on the device machine: install what is missing (wheels carried in .whl), run the gpu
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
-#   FIDELITY_ARGS, OVERHEAD_ARGS, LAUNCH_ARGS: options for benchmarks/fidelity.py (e.g. --cases
-#   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm) and launch_overhead.py.
-#   parts: tests envprobe build_cache fidelity launch overhead profile (profile is not in "all": it is a
+#   FIDELITY_ARGS, OVERHEAD_ARGS, LAUNCH_ARGS, AA_ARGS: options for benchmarks/fidelity.py (e.g. --cases
+#   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm), launch_overhead.py and aa.py.
+#   parts: tests envprobe build_cache fidelity launch overhead aa profile (profile is not in "all": it is a
 #   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
 set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
@@ -48,6 +48,13 @@ if want envprobe; then
   mkdir -p "$WORK/envprobe"
   step envprobe bash -c "OUT='$WORK/envprobe' bash scripts/gpu_envprobe_check.sh > '$WORK/envprobe/log.txt' 2>&1"
   tail -15 "$WORK/envprobe/log.txt"
+fi
+if want aa; then
+  # The warm pool keeps each A/A evaluation's start-up short; the timing itself is the same.
+  python3 -c "from sol_execbench.cli.main import main; main()" worker start --spares 2 >/dev/null 2>&1
+  step aa bash -c "python3 benchmarks/aa.py --warm ${AA_ARGS:-} --out '$FINAL/aa.json' > '$FINAL/aa.log' 2>&1"
+  tail -45 "$FINAL/aa.log"
+  python3 -c "from sol_execbench.cli.main import main; main()" worker stop >/dev/null 2>&1
 fi
 if want overhead; then
   step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"

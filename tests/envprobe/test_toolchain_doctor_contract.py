@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sol_execbench.cli.diagnostics_cmd import EVIDENCE_CHOICES
@@ -113,6 +115,9 @@ def test_contract_statuses_and_schemas():
     assert doc["trace_statuses"][0]["meaning"] == STATUS_MEANING[next(iter(STATUS_MEANING))]
     assert doc["env_snapshot"]["shape"]["timestamp"] is None and "nvidia" in doc["env_snapshot"]["blocks"]
     assert doc["cli_commands"] == [{"name": "x", "help": "", "params": []}]
+    rule = doc["latency_rule"]
+    assert "max(device time, host time - launch allowance)" in rule["text"] and rule["launch_allowance_us"] > 0
+    assert "SpeedupInterval" in json.dumps(doc["formats"]["trace"])  # the speedup's interval is a trace field
 
 
 @pytest.mark.parametrize("arch, base", [("sm_90a", "sm_90"), ("sm_100f", "sm_100"), ("gfx942:xnack-", "gfx942"), ("GFX1201", "gfx1201")])

@@ -7,16 +7,11 @@ from typing import Literal
 from pydantic import Field
 
 from .base import SchemaModel
+from .timing_rule import LAUNCH_ALLOWANCE_US
 
 TimingMethodName = Literal["auto", "device", "events", "cpu"]
 
 
-# Host time per timed call that is free: one launch and the synchronisation's wake-up, which a
-# stream pipeline hides behind the device's work. On the H100 host a single-kernel call's host time
-# (its start until the device was idle, less an empty synchronisation) was 19 to 36 us for a
-# PyTorch add, 55 to 150 us for a Triton add, 85 us for a cuBLAS GEMM of 24 us: a single kernel
-# keeps its device time; host work beyond that counts (a dozen eager operators: 300 to 430 us).
-LAUNCH_ALLOWANCE_US = 100.0
 
 
 class TimingConfig(SchemaModel):

@@ -6,21 +6,9 @@ any span changes the latency by no more than that change, so no threshold decide
 
 from __future__ import annotations
 
-from sol_execbench.schema.config import LAUNCH_ALLOWANCE_US
+from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE
 
-RULE = (
-    "Device time: each call's span from the first start to the last end of the device work it launched, "
-    "on any stream, read from the profiler's activity records with the call's launches queued behind a hold "
-    "(a pass of its own, L2 flushed before each call). "
-    "Host time: each call's wall-clock span from its start until the device is idle again, in a second, "
-    "unprofiled pass of the same calls, less the measured cost of an empty synchronisation. "
-    "A call's latency is max(device time, host time - launch allowance), where the launch allowance is one "
-    f"stated constant (timing.launch_allowance_us, {LAUNCH_ALLOWANCE_US:g} us by default) and on the CPU the host time alone. "
-    "Reference and solution are timed in alternating rounds of the same process (reference, solution, then "
-    "solution, reference), and each side's latency is the median over its rounds. "
-    "The speedup is the ratio of the two medians; its confidence interval is a bootstrap over the paired rounds, "
-    "and the verdict is faster or slower only when the whole interval lies above or below 1."
-)
+__all__ = ["LAUNCH_ALLOWANCE_US", "RULE", "call_latency_ms", "host_set"]
 
 
 def call_latency_ms(device_ms: float | None, host_ms: float, allowance_ms: float) -> float:

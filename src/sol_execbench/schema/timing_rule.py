@@ -1,0 +1,25 @@
+"""The latency rule in words, and its one constant: part of the contract (``contract --json``), so
+it lives with the formats and imports no torch. ``evaluate/timing/rule.py`` applies it."""
+
+from __future__ import annotations
+
+# Host time per timed call that is free: one launch and the synchronisation's wake-up, which a
+# stream pipeline hides behind the device's work. On the H100 host a single-kernel call's host time
+# (its start until the device was idle, less an empty synchronisation) was 19 to 36 us for a
+# PyTorch add, 55 to 150 us for a Triton add, 85 us for a cuBLAS GEMM of 24 us: a single kernel
+# keeps its device time; host work beyond that counts (a dozen eager operators: 300 to 430 us).
+LAUNCH_ALLOWANCE_US = 100.0
+
+RULE = (
+    "Device time: each call's span from the first start to the last end of the device work it launched, "
+    "on any stream, read from the profiler's activity records with the call's launches queued behind a hold "
+    "(a pass of its own, L2 flushed before each call). "
+    "Host time: each call's wall-clock span from its start until the device is idle again, in a second, "
+    "unprofiled pass of the same calls, less the measured cost of an empty synchronisation. "
+    "A call's latency is max(device time, host time - launch allowance), where the launch allowance is one "
+    f"stated constant (timing.launch_allowance_us, {LAUNCH_ALLOWANCE_US:g} us by default) and on the CPU the host time alone. "
+    "Reference and solution are timed in alternating rounds of the same process (reference, solution, then "
+    "solution, reference), and each side's latency is the median over its rounds. "
+    "The speedup is the ratio of the two medians; its confidence interval is a bootstrap over the paired rounds, "
+    "and the verdict is faster or slower only when the whole interval lies above or below 1."
+)
