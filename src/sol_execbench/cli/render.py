@@ -64,3 +64,15 @@ def summary_line(traces: list[Trace]) -> str:
 def print_traces(traces: list[Trace], title: str, console: Console) -> None:
     console.print(traces_table(traces, title))
     console.print(summary_line(traces))
+    unsandboxed = isolation_line(traces)
+    if unsandboxed:
+        console.print(unsandboxed, highlight=False)
+
+
+def isolation_line(traces: list[Trace]) -> str | None:
+    """One line when the solution ran without an enforced sandbox (docs/security.md), else None."""
+    records = [t.evaluation.isolation for t in traces if t.evaluation and t.evaluation.isolation]
+    loose = next((r for r in records if not r.enforced), None)
+    if loose is None:
+        return None
+    return f"not sandboxed: {loose.reason or 'no sandbox mechanism'} (--isolation, docs/security.md)"
