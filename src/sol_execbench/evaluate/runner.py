@@ -149,7 +149,8 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     began = time.monotonic()
     try:
         outcome = builder_for(state.solution).prepare(state.solution, source_dir, vendor=vendor_hint(),
-                                                      timeout_s=opts.compile_timeout_s, use_cache=opts.use_build_cache)
+                                                      timeout_s=opts.compile_timeout_s, use_cache=opts.use_build_cache,
+                                                      isolation=opts.isolation)
     except BuildFailure as exc:
         for w in workloads:
             state.fail(w, exc.status, exc.message)
@@ -161,7 +162,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
         "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None, "env_hash": opts.env_hash,
-        "warnings": opts.warnings, "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
+        "warnings": [*opts.warnings, *outcome.warnings], "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
         "output_path": str(opts.output_path.resolve()) if opts.output_path else None,
