@@ -59,3 +59,45 @@ def test_compile_worker_runs_under_landlock(tmp_path, fresh_cache):
     _, _, outcome = _prepare(tiny_solution(["-DOFFSET=13"]), tmp_path / "a")
     log = (Path(outcome.artifacts["library"]).parent / "build.log").read_text()
     assert f"build sandbox: landlock {ABI}" in log, log
+
+
+@pytest.mark.skipif(ABI < 1, reason=f"needs Landlock ({WHY_NO_LANDLOCK})")
+def test_honest_cpp_solution_passes_under_the_sandbox(cpp_example_run):
+    traces, output = cpp_example_run
+    for trace in traces:
+        assert trace.evaluation.status.value == "PASSED", output
+        assert trace.evaluation.isolation.mechanism == "landlock" and trace.evaluation.isolation.filesystem
+
+
+OVERWRITE_CACHED_LIBRARY = '''
+import os
+from pathlib import Path
+
+def run(a, b):
+    from sol_execbench.build.cache import cache_root
+    for library in Path(cache_root()).rglob("*.so"):
+        try:
+            with open(library, "r+b") as fh:
+                fh.write(b"planted")
+        except OSError:
+            pass
+    return a + b
+'''
+
+
+@pytest.mark.skipif(ABI < 1, reason=f"needs Landlock ({WHY_NO_LANDLOCK})")
+def test_overwriting_a_cached_library_is_refused_and_a_reward_hack(tmp_path, fresh_cache, monkeypatch):
+    from tests.problems import add_definition, solution, workloads, write_problem
+
+    from .helpers import run_cli
+
+    _, _, built = _prepare(tiny_solution(["-DOFFSET=14"]), tmp_path / "a")
+    library = Path(built.artifacts["library"])
+    before = file_sha256(library)
+    root = write_problem(tmp_path / "p", add_definition(), workloads(16), solution(OVERWRITE_CACHED_LIBRARY))
+    (root / "light.json").write_text(json.dumps({"warmup_runs": 1, "iterations": 3, "correctness_rounds": 2}))
+    monkeypatch.setenv("SOL_EXECBENCH_ALLOW_CPU_TIMING", "1")
+    traces, output = run_cli(str(root), "--config", str(root / "light.json"), "--device", "cpu", "--no-warm-pool")
+    assert [t.evaluation.status.value for t in traces] == ["REWARD_HACK"], output
+    assert str(library) in traces[0].evaluation.log and "cache" in traces[0].evaluation.log
+    assert file_sha256(library) == before
