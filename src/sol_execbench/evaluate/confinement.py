@@ -73,6 +73,11 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
     isolation = job.get("isolation") or {}
     mode = IsolationMode(isolation.get("mode", IsolationMode.AUTO.value))
     folders = run_folders(staging, job.get("dump_dir"))
+    for folder in folders.private:  # a folder made after the restriction could not be written
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # e.g. --dump-failures naming a file: the dump writer warns about it
     planned = (IsolationRecord.model_validate(isolation["record"]) if isolation.get("record")
                else plan(mode, folders))
     if planned.mechanism != "none":  # unsandboxed, the user's own caches keep serving

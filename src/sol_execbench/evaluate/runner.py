@@ -135,6 +135,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
 
     from .confinement import run_folders
 
+    opts.isolation = IsolationMode(opts.isolation)  # the API may pass "strict", "auto", "off"
     try:
         state.isolation = plan(opts.isolation, run_folders(staging, str(opts.dump_failures) if opts.dump_failures else None))
     except IsolationRefused as exc:
