@@ -81,6 +81,9 @@ def main(argv: list[str]) -> int:
     result_path = Path(request["result_path"])
     began = time.monotonic()
     try:
+        # torch first: its bytecode may be written to the bytecode cache, which the sandbox then closes.
+        import torch.utils.cpp_extension  # noqa: F401
+
         _enter_sandbox(request)
         library = build(request)
         result = {"ok": True, "library": library}

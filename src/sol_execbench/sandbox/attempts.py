@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PATH_EVENTS = {"os.remove": 0, "os.rmdir": 0, "os.mkdir": 0, "os.rename": 0, "os.replace": 0, "os.truncate": 0,
-                "os.symlink": 1, "os.link": 1, "os.chmod": 0, "os.chown": 0, "os.utime": 0, "shutil.rmtree": 0}
+# The arguments of each audit event that name a path it changes (a rename changes both ends).
+_PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
+                "os.truncate": (0,), "os.symlink": (1,), "os.link": (1,), "os.chmod": (0,), "os.chown": (0,),
+                "os.utime": (0,), "shutil.rmtree": (0,)}
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ class AttemptLog:
             if event == "open":
                 self._on_open(args)
             elif event in _PATH_EVENTS:
-                self._on_path(event, args[_PATH_EVENTS[event]])
+                for index in _PATH_EVENTS[event]:
+                    self._on_path(event, args[index])
             elif event in ("os.kill", "os.killpg"):
                 self._on_signal(event, int(args[0]), int(args[1]))
             elif event in ("socket.connect", "socket.bind", "socket.sendto"):
@@ -88,14 +91,15 @@ class AttemptLog:
     def _on_path(self, event: str, raw: object) -> None:
         if isinstance(raw, int) or raw is None:
             return
-        path = Path(os.path.abspath(os.fsdecode(raw)))
+        path = Path(os.path.realpath(os.fsdecode(raw)))  # a link into a protected folder counts as that folder
         if any(path == p or p in path.parents for p in self.private):
             return
+        operation = "write" if event == "write" else event
         what = self.protected.what(path)
         if what is not None:
-            self.attempts.append(Attempt("write", str(path), True, what))
+            self.attempts.append(Attempt(operation, str(path), True, what))
         elif self.sandboxed:
-            self.attempts.append(Attempt("write", str(path), False, "outside the run's private folder"))
+            self.attempts.append(Attempt(operation, str(path), False, "outside the run's private folder"))
 
     def _on_signal(self, event: str, pid: int, sig: int) -> None:
         if pid == os.getpid() or sig == 0:

@@ -116,8 +116,7 @@ def _allow_beneath(libc: ctypes.CDLL, add_rule: int, ruleset: int, folder: Path,
     except OSError:
         return  # a folder that does not exist grants nothing
     try:
-        if not os.path.isdir(folder):
-            rights &= ~(_FS_WRITE_ABI1 & ~(1 << 1)) & ~_FS_REFER  # a file takes only file rights
+        if not os.path.isdir(folder):  # a rule on a file may only grant rights that apply to files
             rights &= (1 << 1) | _FS_TRUNCATE | _FS_IOCTL_DEV
         rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
         if libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
