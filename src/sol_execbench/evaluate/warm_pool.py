@@ -211,16 +211,16 @@ class PoolServer:
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
-            refused = peer_refusal(conn)  # no sandboxed child may take or steer a warm one
-            if refused:
-                conn.sendall(json.dumps({"ok": False, "reason": refused}).encode() + b"\n")
-                return
             data = b""
             while not data.endswith(b"\n") and len(data) < _MAX_MESSAGE:
                 chunk = conn.recv(65536)
                 if not chunk:
                     return
                 data += chunk
+            refused = peer_refusal(conn)  # no sandboxed child may take or steer a warm one
+            if refused:
+                conn.sendall(json.dumps({"ok": False, "reason": refused}).encode() + b"\n")
+                return
             request = json.loads(data)
             op = request.get("op")
             if op == "take":
