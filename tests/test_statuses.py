@@ -151,7 +151,8 @@ def test_processes_the_solution_leaves_behind_are_killed_even_in_groups_of_their
             f"    for _ in range(200):  # the helper is up before the evaluation can end\n"
             f"        if os.path.exists({str(pid_file)!r}):\n            break\n        time.sleep(0.05)\n"
             "    return a + b\n")
-    traces = evaluate(add_definition(), workloads(8), solution(code), LIGHT_CONFIG, timeout_s=60)
+    # isolation off: the helper reports its pid in a file outside the run, which the sandbox refuses
+    traces = evaluate(add_definition(), workloads(8), solution(code), LIGHT_CONFIG, timeout_s=60, isolation="off")
     assert traces[0].evaluation.status.value == "PASSED", traces[0].evaluation.log
     pid = int(pid_file.read_text())
     with open(f"/proc/{pid}/stat", "rb") if os.path.exists(f"/proc/{pid}") else open(os.devnull, "rb") as fh:

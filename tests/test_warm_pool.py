@@ -47,6 +47,8 @@ def test_evaluations_take_warm_processes_and_crashes_still_become_traces(warm_po
                     LIGHT_CONFIG, on_log=on_log)
     assert [t.evaluation.status.value for t in good] == ["PASSED", "PASSED"]
     assert "took the job from the warm pool" in "".join(logs)
+    assert good[0].evaluation.isolation is not None  # the warm child entered the sandbox once it had the job
+    assert "sandbox: " in "".join(logs)
 
     code = ("import ctypes\ndef run(a, b):\n    if a.numel() == 16:\n        ctypes.string_at(0)\n"
             "    return a + b\n")
@@ -146,3 +148,31 @@ def test_the_cli_process_keeps_its_bytecode_in_the_cache_where_python_may_not_wr
     assert importlib.util.cache_from_source(str(module)).startswith(str(tmp_path / "cache" / "pycache"))
     monkeypatch.setattr(sys, "pycache_prefix", "/the/users/own")
     assert host.use_bytecode_cache_here() is None and sys.pycache_prefix == "/the/users/own"
+
+
+# A sandboxed solution that tries to take a warm process from the pool (which it could then hand a
+# job of its own, outside the sandbox): the pool refuses it, and the attempt is a reward hack.
+TAKE_FROM_THE_POOL = """
+import json
+import socket
+
+def run(a, b):
+    from sol_execbench.evaluate.warm_pool import server_socket_path
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(server_socket_path(None)))
+        conn.sendall(json.dumps({"op": "status"}).encode() + b"\\n")
+        reply = conn.recv(65536).decode()
+    raise RuntimeError(f"the pool replied {reply}")  # shows the reply in the trace's log
+"""
+
+
+def test_the_pool_serves_no_sandboxed_child(warm_pool):
+    from sol_execbench.sandbox.landlock import abi_version
+
+    if abi_version()[0] < 1:
+        pytest.skip(f"needs Landlock ({abi_version()[1]})")
+    (trace,) = evaluate(add_definition(), workloads(8), solution(TAKE_FROM_THE_POOL), LIGHT_CONFIG)
+    log = trace.evaluation.log
+    assert trace.evaluation.status.value == "REWARD_HACK", log
+    assert "the warm pool's sockets" in log
+    assert '"ok": false' in log and "no_new_privs" in log

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from sol_execbench.schema import EvaluationStatus, Language, Solution
+from sol_execbench.schema import EvaluationStatus, IsolationMode, Language, Solution
 
 
 class BuildFailure(Exception):
@@ -26,13 +26,14 @@ class BuildOutcome:
     cached: bool | None = None
     log: str = ""
     artifacts: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # carried into every trace (e.g. a cache entry rebuilt)
 
 
 class Builder(Protocol):
     languages: frozenset[Language]
 
     def prepare(self, solution: Solution, source_dir: Path, *, vendor: str, timeout_s: float,
-                use_cache: bool) -> BuildOutcome:
+                use_cache: bool, isolation: IsolationMode = IsolationMode.AUTO) -> BuildOutcome:
         """Parent side, before the child starts. Raises BuildFailure."""
 
     def load(self, solution: Solution, source_dir: Path, artifacts: dict[str, Any]) -> Callable[..., Any]:

@@ -98,6 +98,10 @@ class BuildCache:
             for stale in tmp.glob(f"{key[:16]}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
 
+    def discard(self, key: str) -> None:
+        """Remove an entry (one whose library no longer matches its manifest)."""
+        shutil.rmtree(self.entry_dir(key), ignore_errors=True)
+
     def new_build_dir(self, key: str) -> Path:
         tmp = self.root / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
@@ -105,7 +109,10 @@ class BuildCache:
 
     def publish(self, key: str, build_dir: Path, library: Path, manifest: dict[str, Any]) -> CacheEntry:
         """Move a finished build into place (atomic rename; same file system)."""
-        record = {**manifest, "key": key, "library": library.name}
+        from sol_execbench.sandbox import file_sha256
+
+        # Checked before each use (native.py): a library changed after it was built is rebuilt.
+        record = {**manifest, "key": key, "library": library.name, "sha256": file_sha256(library)}
         (build_dir / MANIFEST).write_text(json.dumps(record, indent=2))
         for obj in build_dir.glob("*.o"):  # objects are not needed once the library is linked
             obj.unlink(missing_ok=True)

@@ -7,16 +7,33 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sol_execbench.platform.host import kill_session, use_bytecode_cache
-from sol_execbench.schema import EvaluationStatus, Solution
+from sol_execbench.sandbox import IsolationRefused, RunFolders, file_sha256, plan as plan_sandbox, wrapper_for
+from sol_execbench.schema import EvaluationStatus, IsolationMode, IsolationRecord, Solution
 
 from .base import BuildFailure
 from .compile_errors import first_errors
 from .native_plan import BuildPlan
 
 LOG_NAME = "build.log"
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One build to run: what to compile, from where, by when, under which sandbox mode."""
+
+    plan: BuildPlan
+    solution: Solution
+    source_dir: Path
+    deadline: float  # time.monotonic() value
+    timeout_s: float
+    isolation: IsolationMode = IsolationMode.AUTO
+
+
+__all__ = ["CompileJob", "compile_extension", "failure_message", "file_sha256"]
 
 
 def _request(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path) -> dict:
@@ -35,17 +52,28 @@ def _kill_build(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, build_dir: Path, *,
-                      deadline: float, timeout_s: float) -> Path:
+def _build_sandbox(job: CompileJob, build_dir: Path) -> IsolationRecord:
+    """The compile worker writes only its build folder (the parent publishes it into the cache)."""
+    try:
+        return plan_sandbox(job.isolation, RunFolders(private=(build_dir.resolve(),)))
+    except IsolationRefused as exc:
+        raise BuildFailure(EvaluationStatus.RUNTIME_ERROR, str(exc)) from None
+
+
+def compile_extension(job: CompileJob, build_dir: Path) -> Path:
     """Build in ``build_dir``; the library's path. Raises BuildFailure (TIMEOUT or COMPILE_ERROR)."""
+    plan, solution, source_dir, deadline, timeout_s = job.plan, job.solution, job.source_dir, job.deadline, job.timeout_s
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise BuildFailure(EvaluationStatus.TIMEOUT, _timeout_message(plan, timeout_s, "before compiling started"))
+    sandbox = _build_sandbox(job, build_dir)
+    request = {**_request(plan, solution, source_dir, build_dir), "isolation": sandbox.model_dump(mode="json")}
     request_path = build_dir / "request.json"
-    request_path.write_text(json.dumps(_request(plan, solution, source_dir, build_dir), indent=2))
+    request_path.write_text(json.dumps(request, indent=2))
     log_path = build_dir / LOG_NAME
+    wrapper = wrapper_for(sandbox, RunFolders(private=(build_dir.resolve(),))) or []
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
+        proc = subprocess.Popen([*wrapper, sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(build_dir),
                                 env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True)
     try:

@@ -9,7 +9,9 @@ timeout and kills the whole process group (ninja and the compilers too) when tim
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -56,11 +58,33 @@ def build(request: dict[str, Any]) -> str:
     return str(module.__file__)
 
 
+def _enter_sandbox(request: dict[str, Any]) -> None:
+    """Write only the build folder from here on (the compiler, ninja, and the import that proves the
+    library loads run the solution's code); its temp files go there too."""
+    from sol_execbench.sandbox import RunFolders, enforce_in_process
+    from sol_execbench.schema import IsolationRecord
+
+    build_dir = Path(request["build_dir"])
+    if not request.get("isolation"):
+        return
+    record = IsolationRecord.model_validate(request["isolation"])
+    if record.mechanism != "none":
+        (build_dir / "tmp").mkdir(exist_ok=True)
+        os.environ["TMPDIR"] = str(build_dir / "tmp")
+        tempfile.tempdir = None
+    record = enforce_in_process(record, RunFolders(private=(build_dir,)), strict=False)
+    print(f"build sandbox: {record.mechanism} {record.version or ''} {record.reason or ''}".rstrip(), flush=True)
+
+
 def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[1]).read_text())
     result_path = Path(request["result_path"])
     began = time.monotonic()
     try:
+        # torch first: its bytecode may be written to the bytecode cache, which the sandbox then closes.
+        import torch.utils.cpp_extension  # noqa: F401
+
+        _enter_sandbox(request)
         library = build(request)
         result = {"ok": True, "library": library}
     except WorkerError as exc:

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.schema import EvaluationStatus as S, Solution
+from sol_execbench.schema import EvaluationStatus as S, IsolationMode, Solution
 
 from .base import BuildFailure, BuildOutcome, register
-from .cache import BuildCache, LockTimeout
-from .compile_run import compile_extension
+from .cache import BuildCache, CacheEntry, LockTimeout
+from .compile_run import CompileJob, compile_extension, file_sha256
 from .native_plan import EXTENSION_NAME, FAMILY, BuildPlan, PlanError, cache_key, key_material, make_plan
 
 
@@ -33,7 +33,7 @@ class NativeBuilder:
         self._cache = cache  # None: the default location, read when a build starts (env may change)
 
     def prepare(self, solution: Solution, source_dir: Path, *, vendor: str, timeout_s: float,
-                use_cache: bool) -> BuildOutcome:
+                use_cache: bool, isolation: IsolationMode = IsolationMode.AUTO) -> BuildOutcome:
         began = time.monotonic()
         deadline = began + timeout_s
         try:
@@ -45,32 +45,34 @@ class NativeBuilder:
         cache = self._cache or BuildCache()
         if use_cache and not _usable(cache, notes):
             use_cache = False
+        job = CompileJob(plan, solution, source_dir, deadline, timeout_s, isolation)
+        warnings: list[str] = []
         if use_cache:
-            library, cached = self._cached_build(cache, key, plan, solution, source_dir, deadline, timeout_s)
+            library, cached = self._cached_build(cache, key, job, warnings)
             notes.append(f"build cache {'hit' if cached else 'miss'}: {library.parent}")
         else:
             build_dir = Path(tempfile.mkdtemp(prefix="native-build-", dir=source_dir.parent))
-            library = compile_extension(plan, solution, source_dir, build_dir, deadline=deadline, timeout_s=timeout_s)
+            library = compile_extension(job, build_dir)
             cached = False
             notes.append("built without the build cache")
         return BuildOutcome(build_time_s=round(time.monotonic() - began, 3), cached=cached, log="\n".join(notes),
-                            artifacts={"library": str(library), "key": key, "module": plan.name})
+                            artifacts={"library": str(library), "key": key, "module": plan.name,
+                                       "sha256": file_sha256(library)}, warnings=warnings)
 
-    def _cached_build(self, cache: BuildCache, key: str, plan: BuildPlan, solution: Solution, source_dir: Path,
-                      deadline: float, timeout_s: float) -> tuple[Path, bool]:
-        entry = cache.lookup(key)
+    def _cached_build(self, cache: BuildCache, key: str, job: CompileJob, warnings: list[str]) -> tuple[Path, bool]:
+        entry = _verified(cache, key, warnings)
         if entry is not None:
             return entry.library, True
+        plan, solution = job.plan, job.solution
         try:
-            with cache.locked(key, deadline):
-                entry = cache.lookup(key)  # built by another evaluation while we waited
+            with cache.locked(key, job.deadline):
+                entry = _verified(cache, key, warnings)  # built by another evaluation while we waited
                 if entry is not None:
                     return entry.library, True
                 build_dir = cache.new_build_dir(key)
                 began = time.monotonic()
                 try:
-                    library = compile_extension(plan, solution, source_dir, build_dir, deadline=deadline,
-                                                timeout_s=timeout_s)
+                    library = compile_extension(job, build_dir)
                 except BaseException:
                     shutil.rmtree(build_dir, ignore_errors=True)
                     raise
@@ -78,19 +80,37 @@ class NativeBuilder:
                             "compiler": plan.toolchain.version_string(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 return cache.publish(key, build_dir, library, manifest).library, False
         except LockTimeout as exc:
-            raise BuildFailure(S.TIMEOUT, f"compile timeout ({timeout_s:g} s, --compile-timeout) reached while "
+            raise BuildFailure(S.TIMEOUT, f"compile timeout ({job.timeout_s:g} s, --compile-timeout) reached while "
                                           f"waiting: {exc}") from None
 
     def load(self, solution: Solution, source_dir: Path, artifacts: dict[str, Any]) -> Callable[..., Any]:
         library = artifacts.get("library")
         if not library or not Path(library).is_file():
             raise BuildFailure(S.COMPILE_ERROR, f"the native build left no library to load ({library!r})")
+        if artifacts.get("sha256") and file_sha256(Path(library)) != artifacts["sha256"]:
+            raise BuildFailure(S.COMPILE_ERROR, f"the library {library} changed after the build was checked "
+                                                "(its sha256 differs); it was not loaded")
         module = load_extension(Path(library), artifacts.get("module", EXTENSION_NAME), artifacts.get("key", ""))
         fn = getattr(module, solution.spec.entry_symbol, None)
         if not callable(fn):
             raise BuildFailure(S.COMPILE_ERROR, f"the built module defines no '{solution.spec.entry_symbol}' "
                                                 f"(PYBIND11_MODULE must m.def(\"{solution.spec.entry_symbol}\", ...))")
         return fn
+
+
+def _verified(cache: BuildCache, key: str, warnings: list[str]) -> CacheEntry | None:
+    """The cache entry of ``key`` if its library is the one that was built (the sha256 its manifest
+    recorded); a changed one is removed, to be rebuilt, and the change reported."""
+    entry = cache.lookup(key)
+    if entry is None:
+        return None
+    recorded, actual = entry.manifest.get("sha256"), file_sha256(entry.library)
+    if recorded == actual:
+        return entry
+    warnings.append(f"build cache entry {entry.directory} was rebuilt: its library's sha256 {actual[:16]} is not the "
+                    f"{(recorded or 'unrecorded')[:16]} its manifest recorded when it was built")
+    cache.discard(key)
+    return None
 
 
 def _usable(cache: BuildCache, notes: list[str]) -> bool:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.schema import EvaluationStatus, Language, Solution
+from sol_execbench.schema import EvaluationStatus, IsolationMode, Language, Solution
 
 from .base import BuildFailure, BuildOutcome, register
 
@@ -34,7 +34,7 @@ class PythonFamilyBuilder:
     languages = frozenset({Language.PYTORCH, Language.PYTHON, *REQUIRED_MODULES})
 
     def prepare(self, solution: Solution, source_dir: Path, *, vendor: str, timeout_s: float,
-                use_cache: bool) -> BuildOutcome:
+                use_cache: bool, isolation: IsolationMode = IsolationMode.AUTO) -> BuildOutcome:
         return BuildOutcome()  # nothing to compile ahead; Triton JIT happens on the first call
 
     def load(self, solution: Solution, source_dir: Path, outcome: dict[str, Any]) -> Callable[..., Any]:

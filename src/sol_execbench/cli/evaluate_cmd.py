@@ -57,10 +57,13 @@ SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--no-build-cache", is_flag=True, help="Build native solutions from scratch, ignoring the build cache.")
 @click.option("--sanitize", is_flag=True, help="Also run one call per workload under compute-sanitizer memcheck (NVIDIA) and report its findings in the trace.")
 @click.option("--no-warm-pool", is_flag=True, help="Start a fresh evaluation process even if `worker start` keeps warm ones.")
+@click.option("--isolation", type=click.Choice(["strict", "auto", "off"]), default="auto", show_default=True,
+              help="Sandbox of the evaluation and build children: strict refuses to run without one (exit 2), "
+                   "auto uses the best this host offers, off runs unsandboxed.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the child's output and staging details.")
 def evaluate_command(problem_dir, definition, workload, solution, config_path, compile_timeout, timeout, output,
                      as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache, no_warm_pool,
-                     verbose, sanitize) -> None:
+                     verbose, sanitize, isolation) -> None:
     """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
     from sol_execbench.evaluate.process import protect_from_children
@@ -79,6 +82,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         sys.exit(2)
     if lock_clocks:
         problem.config.lock_clocks = True
+    isolation_mode = _check_isolation(isolation, err)
     for message in problem.warnings:
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
@@ -96,6 +100,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
                           keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
                           use_build_cache=not no_build_cache, use_warm_pool=not no_warm_pool, sanitize=sanitize, warnings=list(problem.warnings),
+                          isolation=isolation_mode,
                           on_trace=on_trace,
                           on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
     if memory_limit:
@@ -117,6 +122,20 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     if output:
         err.print(f"traces written to {output}", highlight=False)
     sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
+
+
+def _check_isolation(isolation: str, err: Console):
+    """``--isolation strict`` on a host without a sandbox: exit 2 with one line naming why."""
+    from sol_execbench.sandbox import IsolationRefused, RunFolders, plan
+    from sol_execbench.schema import IsolationMode
+
+    mode = IsolationMode(isolation)
+    try:
+        plan(mode, RunFolders(private=()))
+    except IsolationRefused as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    return mode
 
 
 def _restore_output(output: Path, written: list[str], err: Console) -> None:

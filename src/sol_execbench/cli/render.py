@@ -85,3 +85,15 @@ def print_traces(traces: list[Trace], title: str, console: Console) -> None:
     if (line := timing_line(traces)) is not None:
         console.print(line)
     console.print(summary_line(traces))
+    unsandboxed = isolation_line(traces)
+    if unsandboxed:
+        console.print(unsandboxed, highlight=False)
+
+
+def isolation_line(traces: list[Trace]) -> str | None:
+    """One line when the solution ran without an enforced sandbox (docs/security.md), else None."""
+    records = [t.evaluation.isolation for t in traces if t.evaluation and t.evaluation.isolation]
+    loose = next((r for r in records if not r.enforced), None)
+    if loose is None:
+        return None
+    return f"not sandboxed: {loose.reason or 'no sandbox mechanism'} (--isolation, docs/security.md)"

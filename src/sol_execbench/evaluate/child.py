@@ -98,7 +98,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     from sol_execbench.schema import (BenchmarkConfig, BuildRecord, Definition, Environment, EvaluationStatus,
                                       Solution, Workload)
 
-    from . import guards
+    from . import confinement as confinement_of_run, guards
     from .activity_watch import ActivityWatch
     from .workload_eval import Context, evaluate_workload
 
@@ -128,6 +128,12 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                         cached=job.get("build_cached"))
     if not solution.spec.is_native:
         _block_cpp_extension_jit()
+    try:
+        confinement = confinement_of_run.enter(job, staging)
+    except confinement_of_run.IsolationRefused as exc:
+        channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value, log=str(exc))
+        return
+    _phase(f"sandbox: {confinement.record.mechanism}")
     began = time.perf_counter()
     try:
         fn = builder_for(solution).load(solution, staging / "solution", job.get("build_artifacts", {}))
@@ -141,6 +147,10 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     if not solution.spec.is_native:
         build.build_time_s = round(time.perf_counter() - began, 6)
     tampered = integrity.tampered()
+    found = confinement.verdict()
+    if found is not None:
+        channel.send("fatal", status=found[0].value, log=f"while the solution was imported: {found[1]}")
+        return
     if tampered:
         channel.send("fatal", status=EvaluationStatus.REWARD_HACK.value,
                      log=f"importing the solution replaced harness functions: {', '.join(tampered)}")
@@ -155,7 +165,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     _phase("solution loaded")
     for workload in workloads:
         channel.send("start", uuid=workload.uuid)
-        trace = evaluate_workload(ctx, workload)
+        trace = confinement_of_run.judged(evaluate_workload(ctx, workload), confinement)
         channel.send("trace", trace=trace.model_dump(mode="json"))
         _phase(f"workload {workload.uuid} done")
     channel.send("done")

@@ -19,7 +19,8 @@ from sol_execbench.build import BuildFailure, builder_for
 from sol_execbench.build.base import write_sources
 from sol_execbench.platform import host_memory_bytes, vendor_hint
 from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Environment, Evaluation,
-                                  EvaluationStatus as S, SanitizerReport, Solution, Trace, Workload)
+                                  EvaluationStatus as S, IsolationMode, IsolationRecord, SanitizerReport, Solution,
+                                  Trace, Workload)
 
 from .process import ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
@@ -56,6 +57,7 @@ class EvalOptions:
     use_build_cache: bool = True
     use_warm_pool: bool = True  # take a pre-started child from `sol-execbench worker start` when one fits
     sanitize: bool = False  # also run one call per workload under a memory checker (--sanitize)
+    isolation: IsolationMode = IsolationMode.AUTO  # the children's sandbox (--isolation, docs/security.md)
     warnings: list[str] = field(default_factory=list)  # carried into every trace
     on_trace: Callable[[Trace], None] | None = None
     on_log: Callable[[str], None] | None = None  # -v: the child's output after each run
@@ -70,6 +72,7 @@ class _State:
     hardware: str | None = None
     device: DeviceRecord | None = None
     sanitizer: dict[str, SanitizerReport] = field(default_factory=dict)
+    isolation: IsolationRecord | None = None  # the sandbox planned for the children
 
     def add(self, trace: Trace) -> None:
         report = self.sanitizer.get(trace.workload.uuid)
@@ -85,7 +88,8 @@ class _State:
     def fail(self, workload: Workload, status: S, log: str) -> None:
         evaluation = Evaluation(status=status, environment=Environment(hardware=self.hardware or _host_hardware()),
                                 timestamp=datetime.now(timezone.utc).isoformat(), log=log, device=self.device,
-                                env_hash=self.options.env_hash, warnings=list(self.options.warnings))
+                                env_hash=self.options.env_hash, warnings=list(self.options.warnings),
+                                isolation=self.isolation)
         self.add(Trace(definition=self.definition.name, workload=workload, solution=self.solution.name,
                        evaluation=evaluation))
 
@@ -127,6 +131,17 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
                                            f"is '{os.environ.get(CLOCKS_LOCKED_ENV, '')}', expected '1'; with it set, "
                                            "the clocks are also measured under load)")
         return
+    from sol_execbench.sandbox import IsolationRefused, plan
+
+    from .confinement import run_folders
+
+    opts.isolation = IsolationMode(opts.isolation)  # the API may pass "strict", "auto", "off"
+    try:
+        state.isolation = plan(opts.isolation, run_folders(staging, str(opts.dump_failures) if opts.dump_failures else None))
+    except IsolationRefused as exc:
+        for w in workloads:
+            state.fail(w, S.RUNTIME_ERROR, str(exc))
+        return
     source_dir = staging / "solution"
     write_sources(state.solution, source_dir)
     staged = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob("*") if p.is_file())
@@ -135,7 +150,8 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     began = time.monotonic()
     try:
         outcome = builder_for(state.solution).prepare(state.solution, source_dir, vendor=vendor_hint(),
-                                                      timeout_s=opts.compile_timeout_s, use_cache=opts.use_build_cache)
+                                                      timeout_s=opts.compile_timeout_s, use_cache=opts.use_build_cache,
+                                                      isolation=opts.isolation)
     except BuildFailure as exc:
         for w in workloads:
             state.fail(w, exc.status, exc.message)
@@ -147,8 +163,10 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
         "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None, "env_hash": opts.env_hash,
-        "warnings": opts.warnings, "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
+        "warnings": [*opts.warnings, *outcome.warnings], "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
+        "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
+        "output_path": str(opts.output_path.resolve()) if opts.output_path else None,
     }
     if opts.sanitize:
         state.sanitizer = run_sanitizer(job, workloads, staging, opts.device, opts.timeout_s)
@@ -219,7 +237,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
                         memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message,
-                        warm_device=opts.device, use_warm=opts.use_warm_pool)
+                        warm_device=opts.device, use_warm=opts.use_warm_pool,
+                        wrapper=_sandbox_wrapper(state, staging))
         runs.append(run)
         if opts.on_log:
             opts.on_log(logs.text_since(start_sizes))
@@ -233,6 +252,16 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         pending = [w for w in pending if w.uuid not in state.traces]
     if not produced_any:
         _write_no_trace_sidecar(state, staging, logs, runs)
+
+
+def _sandbox_wrapper(state: _State, staging: Path) -> list[str] | None:
+    """bubblewrap's command prefix when that is the planned sandbox (Landlock is entered by the child)."""
+    from sol_execbench.sandbox import wrapper_for
+
+    from .confinement import run_folders
+
+    dump = str(state.options.dump_failures) if state.options.dump_failures else None
+    return wrapper_for(state.isolation, run_folders(staging, dump)) if state.isolation else None
 
 
 def _read_from(path: Path, offset: int) -> str:

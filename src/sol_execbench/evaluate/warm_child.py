@@ -15,6 +15,8 @@ import os
 import socket
 import sys
 
+from sol_execbench.sandbox.peer import refusal
+
 from . import gpu_quiet, phases
 from .channel import FD_ENV, KEY_ENV
 
@@ -91,6 +93,9 @@ def _receive_job(path: str) -> tuple[str, dict[str, str], list[int]]:
         os.chmod(path, 0o600)
         listener.listen(1)
         conn, _ = listener.accept()
+        while refusal(conn):  # a sandboxed process found the socket: not the evaluation that took us
+            conn.close()
+            conn, _ = listener.accept()
         with conn:
             message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
             conn.sendall(b"ok")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import sol_execbench
+from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 # Variables read when torch starts; a warm child made under other values would differ.
 STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
@@ -216,6 +217,10 @@ class PoolServer:
                 if not chunk:
                     return
                 data += chunk
+            refused = peer_refusal(conn)  # no sandboxed child may take or steer a warm one
+            if refused:
+                conn.sendall(json.dumps({"ok": False, "reason": refused}).encode() + b"\n")
+                return
             request = json.loads(data)
             op = request.get("op")
             if op == "take":

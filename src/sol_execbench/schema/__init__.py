@@ -4,6 +4,7 @@ from .base import UnknownKey, unknown_keys
 from .config import BenchmarkConfig, TimingConfig
 from .definition import AxisConst, AxisExpr, AxisVar, Definition, TensorSpec
 from .dtypes import DTYPES, DType, torch_dtype
+from .isolation import IsolationMode, IsolationRecord
 from .loading import FormatError, Loaded, load_config, load_definition, load_solution, load_workloads, merge_configs
 from .solution import NATIVE_LANGUAGES, PYTHON_LANGUAGES, BuildSpec, CompileOptions, Language, Solution, SourceFile
 from .trace import (
@@ -26,7 +27,7 @@ from .workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, T
 
 __all__ = [
     "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "ClockRecord", "ClockSample", "CompileOptions",
-    "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation",
+    "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation", "IsolationMode", "IsolationRecord",
     "EvaluationStatus", "FormatError", "Language", "Loaded", "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
     "Performance", "RandomInput", "SpeedupInterval", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
     "TensorSpec", "TimingConfig", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",

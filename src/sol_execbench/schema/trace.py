@@ -13,6 +13,7 @@ from typing import Any, Optional
 from pydantic import Field, model_validator
 
 from .base import NonEmptyString, SchemaModel
+from .isolation import IsolationRecord
 from .workload import Workload
 
 
@@ -213,6 +214,8 @@ class Evaluation(SchemaModel):
     warnings: list[str] = Field(default_factory=list)
     sanitizer: Optional[SanitizerReport] = None
     """Findings of ``--sanitize`` (absent without the flag)."""
+    isolation: Optional[IsolationRecord] = None
+    """The sandbox the solution ran under (``--isolation``)."""
 
     @model_validator(mode="after")
     def _fields_match_status(self) -> "Evaluation":

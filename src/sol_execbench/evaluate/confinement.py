@@ -1,0 +1,108 @@
+"""The evaluation child's side of the sandbox: entering it before solution code is loaded, and
+turning what the solution tried outside its run into a verdict after each call."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sol_execbench
+from sol_execbench.sandbox import (AttemptLog, IsolationRefused, Protected, RunFolders, TreeDigest,
+                                   enforce_in_process, plan, private_environment)
+from sol_execbench.schema import EvaluationStatus, IsolationMode, IsolationRecord
+
+
+def run_folders(staging: Path, dump_dir: str | None) -> RunFolders:
+    """The folders an evaluation's solution may write: the staging folder (its temp and JIT caches
+    live in it) and ``--dump-failures``."""
+    return RunFolders(private=(staging, *([Path(dump_dir)] if dump_dir else [])))
+
+
+def _protected_places(output_path: str | None) -> Protected:
+    from sol_execbench.build.cache import cache_root as build_cache_root
+    from sol_execbench.platform.host import cache_root, torch_dir
+
+    from .warm_pool import runtime_dir
+
+    home = Path.home()
+    places: list[tuple[Path, str]] = [(Path(sol_execbench.__file__).parent.resolve(), "the harness's installed files"),
+                                      (cache_root().resolve(), "the tool's cache (builds, bytecode)"),
+                                      (build_cache_root().resolve(), "the build cache"),
+                                      (runtime_dir().resolve(), "the warm pool's sockets")]
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        places.append((Path(os.environ["PYTHONPYCACHEPREFIX"]).resolve(), "the bytecode cache"))
+    torch_home = torch_dir()
+    if torch_home is not None:
+        places.append((torch_home.resolve(), "an installed package"))
+    places += [(home / ".cache", "a user cache"), (home / ".triton", "Triton's cache"), (home / ".nv", "CUDA's cache")]
+    if output_path:
+        places.append((Path(output_path).resolve(), "the -o output"))
+    return Protected(tuple(places))
+
+
+@dataclass
+class Confinement:
+    """The sandbox a child entered and the watches that judge what the solution tried."""
+
+    record: IsolationRecord
+    attempts: AttemptLog
+    harness: TreeDigest
+
+    def verdict(self) -> tuple[EvaluationStatus, str] | None:
+        """REWARD_HACK or RUNTIME_ERROR with what was tried since the last call, else None."""
+        attempts = self.attempts.take()
+        changed = self.harness.changed()
+        if changed:
+            return EvaluationStatus.REWARD_HACK, f"the harness's files changed during the run: {', '.join(changed[:5])}"
+        exploits = [a.describe() for a in attempts if a.exploit]
+        if exploits:
+            return EvaluationStatus.REWARD_HACK, f"the solution tried to reach outside its run: {'; '.join(exploits[:5])}"
+        if attempts:
+            return (EvaluationStatus.RUNTIME_ERROR, "the sandbox refused the solution's write(s) outside its run: "
+                    + "; ".join(a.describe() for a in attempts[:5]))
+        return None
+
+
+def enter(job: dict[str, Any], staging: Path) -> Confinement:
+    """Enter the planned sandbox (after the harness's imports and device set-up, before the solution
+    is loaded). Raises IsolationRefused under ``--isolation strict`` when none could be enforced."""
+    isolation = job.get("isolation") or {}
+    mode = IsolationMode(isolation.get("mode", IsolationMode.AUTO.value))
+    folders = run_folders(staging, job.get("dump_dir"))
+    for folder in folders.private:  # a folder made after the restriction could not be written
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # e.g. --dump-failures naming a file: the dump writer warns about it
+    planned = (IsolationRecord.model_validate(isolation["record"]) if isolation.get("record")
+               else plan(mode, folders))
+    if planned.mechanism != "none":  # unsandboxed, the user's own caches keep serving
+        os.environ.update(private_environment(staging))
+        tempfile.tempdir = None  # read TMPDIR again
+    harness = TreeDigest([Path(sol_execbench.__file__).parent])
+    protected = _protected_places(job.get("output_path"))
+    record = enforce_in_process(planned, folders, strict=mode is IsolationMode.STRICT)
+    # Python's own bytecode writes would be refused outside the run, and recorded as attempts.
+    sys.dont_write_bytecode = True
+    attempts = AttemptLog(list(folders.private), protected, sandboxed=record.filesystem)
+    attempts.armed = True
+    return Confinement(record, attempts, harness)
+
+
+def judged(trace: Any, confinement: Confinement) -> Any:
+    """The trace with the isolation recorded, and a PASS (or any status) overruled by what was tried."""
+    evaluation = trace.evaluation.model_copy(update={"isolation": confinement.record})
+    found = confinement.verdict()
+    if found is not None:
+        status, message = found
+        log = f"{evaluation.log}\n{message}" if evaluation.log else message
+        evaluation = evaluation.model_copy(update={"status": status, "log": log, "correctness": None,
+                                                   "performance": None})
+    return trace.model_copy(update={"evaluation": evaluation})
+
+
+__all__ = ["Confinement", "IsolationRefused", "enter", "judged", "run_folders"]
