@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -82,16 +83,15 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     for message in problem.warnings:
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
-    sink = _open_output(output)
-    written: list[str] = []
+    sink = _open_output(output, [*paths, *([config_path] if config_path else []),
+                                 paths[0].parent / "config.json"], problem, err)
 
     def on_trace(trace) -> None:
+        line = trace.model_dump_json()
         if sink is not None:
-            written.append(trace.model_dump_json() + "\n")
-            sink.write(written[-1])
-            sink.flush()
+            sink.write(line)
         if as_json:
-            click.echo(trace.model_dump_json())
+            click.echo(line)
 
     options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
                           keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
@@ -101,12 +101,22 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     if memory_limit:
         options.memory_limit_bytes = parse_size(memory_limit)
     _environment_facts(options, output, err)
+    from sol_execbench.cli.run_signals import RunStopped, stop_on_signals
+    from sol_execbench.evaluate.lifetime import become_subreaper, child_pids, kill_descendants
+
+    earlier_children = set(child_pids(os.getpid()))
+    become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below
     try:
-        traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
+        with stop_on_signals():
+            traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
+    except RunStopped as stop:
+        err.print(f"stopped by {stop.name}; finished traces are in {output}" if output else f"stopped by {stop.name}",
+                  highlight=False)
+        sys.exit(128 + stop.signum)
     finally:
+        kill_descendants(spare=earlier_children)
         if sink is not None:
             sink.close()
-            _restore_output(output, written, err)
     for message in options.warnings[len(problem.warnings):]:
         err.print(f"[yellow]note:[/yellow] {message}", highlight=False)
     if not as_json:
@@ -117,21 +127,6 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     if output:
         err.print(f"traces written to {output}", highlight=False)
     sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
-
-
-def _restore_output(output: Path, written: list[str], err: Console) -> None:
-    """The -o file must hold exactly the traces this process wrote: the solution can find its path
-    (the parent's command line is readable) and write forged lines into it."""
-    expected = "".join(written)
-    try:
-        if output.read_text(encoding="utf-8") == expected:
-            return
-        output.write_text(expected, encoding="utf-8")
-    except OSError as exc:
-        err.print(f"[red]error:[/red] could not verify --output {output}: {exc}", highlight=False)
-        return
-    err.print(f"[bold red]warning:[/bold red] {output} was modified by another process during the evaluation "
-              "(forged traces?); it was rewritten with this run's traces", highlight=False)
 
 
 def _environment_facts(options, output: Path | None, err: Console) -> None:
@@ -146,11 +141,17 @@ def _environment_facts(options, output: Path | None, err: Console) -> None:
             err.print(f"environment snapshot written to {written}", highlight=False)
 
 
-def _open_output(output: Path | None):
+def _open_output(output: Path | None, inputs: list[Path], problem, err: Console):
+    """The -o file opened for appending under its lock; exit 2 when it names an input or cannot be opened."""
     if output is None:
         return None
+    from sol_execbench.cli.trace_output import OutputRefused, TraceOutput
+
+    keys = {(problem.definition.name, problem.solution.name, w.uuid) for w in problem.workloads}
+    sink = TraceOutput(output, lambda text: err.print(text, markup=False, highlight=False))
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        return open(output, "w", encoding="utf-8")
-    except OSError as exc:
-        raise click.UsageError(f"cannot write --output {output}: {exc}") from None
+        sink.open(inputs, keys)
+    except OutputRefused as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    return sink

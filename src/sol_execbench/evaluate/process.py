@@ -16,6 +16,7 @@ from typing import Any, Callable
 from sol_execbench.platform.host import SessionWatch, kill_session, use_bytecode_cache
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
+from .lifetime import preexec_die_with_parent
 
 ALLOC_CONF = "expandable_segments:True"
 _POLL_S = 0.05
@@ -106,21 +107,22 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
                 return _WarmProcess(child), True
         proc = subprocess.Popen([*(wrapper or []), sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
-                                env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+                                env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent),
+                                preexec_fn=preexec_die_with_parent)
     return proc, False
 
 
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
               wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
-              stderr_path: Path | None = None) -> ChildRun:
+              stderr_path: Path | None = None, forged: list[str] | None = None) -> ChildRun:
     """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit.
 
     The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
     which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.
     ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
     pre-started child from a running warm pool (``sol-execbench worker start``) when one fits."""
-    run = ChildRun()
+    run = ChildRun(forged=forged if forged is not None else [])
     read_fd, write_fd = os.pipe()
     key = new_key()
     env = child_environment({**env_extra, FD_ENV: str(write_fd), KEY_ENV: key})
@@ -136,18 +138,23 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     reader.start()
     deadline = began + timeout_s
     session = SessionWatch(proc.pid)
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            run.timed_out = True
-            _kill_session(proc)
-            break
-        if memory_limit_bytes:
-            rss = _session_rss_bytes(session)
-            if rss > memory_limit_bytes:
-                run.memory_exceeded_bytes = rss
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                run.timed_out = True
                 _kill_session(proc)
                 break
-        time.sleep(_POLL_S)
+            if memory_limit_bytes:
+                rss = _session_rss_bytes(session)
+                if rss > memory_limit_bytes:
+                    run.memory_exceeded_bytes = rss
+                    _kill_session(proc)
+                    break
+            time.sleep(_POLL_S)
+    except BaseException:
+        # SIGTERM / Ctrl-C of the run (raised here by the CLI's handlers): the child goes with it.
+        kill_session(proc.pid, settle_s=1.0)
+        raise
     # Processes the child left in its session would hold the pipe open; end them too.
     kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
