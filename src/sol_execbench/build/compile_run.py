@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from sol_execbench.platform.host import kill_session, use_bytecode_cache
+from sol_execbench.platform.lifetime import preexec_die_with_parent
 from sol_execbench.schema import EvaluationStatus, Solution
 
 from .base import BuildFailure
@@ -47,7 +48,8 @@ def compile_extension(plan: BuildPlan, solution: Solution, source_dir: Path, bui
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(build_dir),
-                                env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True)
+                                env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True,
+                                preexec_fn=preexec_die_with_parent)  # no build outlives its parent
     try:
         proc.wait(timeout=remaining)
     except subprocess.TimeoutExpired:

@@ -102,7 +102,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         options.memory_limit_bytes = parse_size(memory_limit)
     _environment_facts(options, output, err)
     from sol_execbench.cli.run_signals import RunStopped, stop_on_signals
-    from sol_execbench.evaluate.lifetime import become_subreaper, child_pids, kill_descendants
+    from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
 
     earlier_children = set(child_pids(os.getpid()))
     become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below

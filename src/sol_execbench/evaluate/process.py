@@ -16,7 +16,7 @@ from typing import Any, Callable
 from sol_execbench.platform.host import SessionWatch, kill_session, use_bytecode_cache
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
-from .lifetime import preexec_die_with_parent
+from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 ALLOC_CONF = "expandable_segments:True"
 _POLL_S = 0.05

@@ -37,6 +37,7 @@ STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVI
                "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
                "LD_PRELOAD", "PYTHONPATH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_CUDA_ARCH_LIST")
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
 
 
@@ -141,8 +142,10 @@ def pool_status(device: str | None) -> dict[str, Any] | None:
     return _request(server_socket_path(device), {"op": "status"}, timeout=5)
 
 
-def stop_pool(device: str | None) -> bool:
-    return _request(server_socket_path(device), {"op": "stop"}, timeout=10) is not None
+def stop_pool(device: str | None) -> dict[str, Any] | None:
+    """Ask the pool to stop; its reply (``already_stopping`` when another stop came first), or
+    None when no pool answered."""
+    return _request(server_socket_path(device), {"op": "stop"}, timeout=10)
 
 
 def start_pool(device: str | None, spares: int, idle_timeout_s: float) -> subprocess.Popen:
@@ -165,6 +168,7 @@ class PoolServer:
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
+        self.life_read, self._life_write = os.pipe()  # the write end closes only when the pool dies
 
     def _spawn(self) -> None:
         path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
@@ -172,7 +176,12 @@ class PoolServer:
 
         env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
+        # it watches the read end of a pipe whose write end only the pool holds. (The parent-death
+        # signal would fire when the request thread that spawned it ends.)
+        env[POOL_PIPE_ENV] = str(self.life_read)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                pass_fds=(self.life_read,))
         self.waiting.append((proc, path))
 
     def _replenish(self) -> None:
@@ -224,8 +233,9 @@ class PoolServer:
             elif op == "wait":
                 reply = self._wait(request)
             elif op == "stop":
+                reply = {"ok": True, "pid": os.getpid(), "already_stopping": self.stopping,
+                         "warm": len(self.waiting), "handed_out": len(self.handed)}
                 self.stopping = True
-                reply = {"ok": True}
             else:
                 reply = {"ok": True, "pid": os.getpid(), "device": self.device, "spares": self.spares,
                          "warm": sum(os.path.exists(s) for _, s in self.waiting), "handed_out": len(self.handed),

@@ -36,6 +36,30 @@ def preexec_die_with_parent() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def exit_when_pipe_closes(fd: int) -> None:
+    """Start a thread that ends this process (and the group it leads) when ``fd``, the read end of
+    a pipe whose write end only the parent holds, reaches EOF: the parent is gone, however it went.
+    Unlike the parent-death signal, this does not depend on which of the parent's threads
+    started the process."""
+    import select
+    import threading
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            try:
+                events = poller.poll()
+            except InterruptedError:
+                continue
+            if any(event & (select.POLLHUP | select.POLLERR | select.POLLIN) for _, event in events):
+                if os.getpgrp() == os.getpid():
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
+                os._exit(137)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def become_subreaper() -> bool:
     """Orphans of this process's descendants are re-parented here instead of to PID 1."""
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
