@@ -165,3 +165,24 @@ def test_setsid_daemon_of_a_solution_is_ended_with_the_run(tmp_path: Path):
     run.communicate(timeout=120)
     daemon = int((tmp_path / "hang.pid").read_text())
     assert _poll(lambda: not _alive(daemon), 5.0), "the solution's daemon outlived the run"
+
+
+KILLS_PARENT = """import os, signal
+
+def run(a, b):
+    if a.shape[0] == 64:
+        os.kill(os.getppid(), signal.SIGKILL)
+    return a + b
+"""
+
+
+def test_a_solution_that_kills_its_parent_gets_a_trace(tmp_path: Path):
+    problem = _problem(tmp_path, KILLS_PARENT, sizes=(8, 64, 16))
+    out = tmp_path / "out.jsonl"
+    run = _start(tmp_path, problem, out)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 1, stderr
+    traces = {t["workload"]["uuid"]: t["evaluation"] for t in _lines(out)}
+    assert traces["w0-8"]["status"] == "PASSED" and traces["w2-16"]["status"] == "PASSED"
+    assert traces["w1-64"]["status"] == "RUNTIME_ERROR"
+    assert "parent" in traces["w1-64"]["log"]

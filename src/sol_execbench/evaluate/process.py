@@ -19,6 +19,8 @@ from .channel import FD_ENV, KEY_ENV, new_key, read_messages
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 ALLOC_CONF = "expandable_segments:True"
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
 _POLL_S = 0.05
 
 
@@ -33,6 +35,7 @@ class ChildRun:
     memory_exceeded_bytes: int | None = None
     wall_s: float = 0.0
     warm: bool = False  # the child came from the warm pool
+    parent_killed: bool = False  # the supervisor (the child's parent) was SIGKILLed: the solution signalled it
 
 
 def _session_rss_bytes(watch: SessionWatch) -> int:
@@ -105,7 +108,10 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
             log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
             if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
                 return _WarmProcess(child), True
-        proc = subprocess.Popen([*(wrapper or []), sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
+        # Through the supervisor: the child's parent is a process it may kill without ending the run.
+        env = {**env, SUPERVISOR_FDS_ENV: str(write_fd)}
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR), *(wrapper or []), sys.executable, "-m",
+                                 "sol_execbench.evaluate.child", str(job_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
                                 env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent),
                                 preexec_fn=preexec_die_with_parent)
@@ -159,6 +165,11 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
     run.returncode = proc.returncode
+    if not run.warm:  # the supervisor's exit: 137 is the child killed by SIGKILL, -9 the supervisor itself
+        if run.returncode == 128 + signal.SIGKILL:
+            run.returncode = -signal.SIGKILL
+        elif run.returncode == -signal.SIGKILL and not run.timed_out and run.memory_exceeded_bytes is None:
+            run.parent_killed = True
     run.wall_s = time.monotonic() - began
     return run
 
@@ -177,6 +188,9 @@ def describe_exit(run: ChildRun) -> str:
     if run.memory_exceeded_bytes is not None:
         return f"host memory limit exceeded ({run.memory_exceeded_bytes / 2**30:.2f} GiB resident): the child was stopped"
     code = run.returncode
+    if run.parent_killed:
+        return ("the evaluation child's parent process was killed by SIGKILL (the solution signals its parent, or the "
+                "system's out-of-memory killer ended it), and the child with it")
     if code is None:
         return "the child did not exit"
     if code < 0:
