@@ -55,3 +55,12 @@ def test_api_refuses_with_the_cli_words(options, error, words):
 def test_api_refuses_no_workloads():
     with pytest.raises(ValueError, match="workloads is empty"):
         evaluate(add_definition(), [], solution(ADD), LIGHT_CONFIG)
+
+
+NAN_REFERENCE = dict(add_definition(), reference="import torch\n\ndef run(a, b):\n    return (a + b) * float('nan')\n")
+
+
+def test_a_reference_returning_nan_is_invalid_reference(cpu_timing):
+    traces = evaluate(NAN_REFERENCE, workloads(8), solution(ADD), LIGHT_CONFIG, device="cpu")
+    assert traces[0].evaluation.status.value == "INVALID_REFERENCE"
+    assert "NaN" in traces[0].evaluation.log
