@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.platform.host import SessionWatch, kill_session, use_bytecode_cache
+from sol_execbench.platform.host import SessionWatch, kill_session
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
+from .child_env import ALLOC_CONF, child_environment  # noqa: F401  (ALLOC_CONF: re-exported)
+from .warm_pool import hand_job, take_warm_child, wait_exit_code
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
-ALLOC_CONF = "expandable_segments:True"
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
 _POLL_S = 0.05
@@ -56,15 +57,6 @@ def _kill_session(proc: Any) -> None:
     proc.wait()
 
 
-def child_environment(extra: dict[str, str]) -> dict[str, str]:
-    """The environment of an evaluation child (and of a warm one)."""
-    env = dict(os.environ)
-    env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
-    use_bytecode_cache(env)
-    env.update(extra)
-    return env
-
-
 class _WarmProcess:
     """A handed-out warm child: not our child (the pool server reaps it), watched through /proc."""
 
@@ -78,8 +70,6 @@ class _WarmProcess:
         except (OSError, IndexError):
             state = b"X"
         if state in (b"Z", b"X"):
-            from .warm_pool import wait_exit_code
-
             code = wait_exit_code(self.child, timeout=5)
             self.returncode = code if code is not None else -signal.SIGKILL
         return self.returncode
@@ -100,8 +90,6 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
         out = stack.enter_context(open(stdout_path, "ab"))
         err = stack.enter_context(open(stderr_path, "ab")) if stderr_path is not None else None
         if use_warm and not wrapper:
-            from .warm_pool import hand_job, take_warm_child
-
             child = take_warm_child(warm_device, env)
             # The warm child puts the first log descriptor on its stdout and the second, when there is
             # one, on its stderr (a single one takes both).

@@ -32,6 +32,8 @@ from typing import Any
 
 import sol_execbench
 
+from .child_env import ALLOC_CONF, child_environment
+
 # Variables read when torch starts; a warm child made under other values would differ.
 STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
                "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
@@ -70,8 +72,6 @@ def source_stamp(root: Path) -> str:
 
 
 def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
-    from .process import ALLOC_CONF
-
     values = {name: env.get(name) for name in STARTUP_ENV}
     values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
     package_dir = Path(sol_execbench.__file__).parent
@@ -172,8 +172,6 @@ class PoolServer:
 
     def _spawn(self) -> None:
         path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
-        from .process import child_environment
-
         env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
         # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
