@@ -22,6 +22,9 @@ from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
+SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
+# The folder the supervisor removes when the command line dies without removing it (SIGKILL).
+STAGING_CLEANUP_ENV = "SOL_EXECBENCH_STAGING_CLEANUP"
 _POLL_S = 0.05
 
 
@@ -97,7 +100,7 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
             if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
                 return _WarmProcess(child), True
         # Through the supervisor: the child's parent is a process it may kill without ending the run.
-        env = {**env, SUPERVISOR_FDS_ENV: str(write_fd)}
+        env = {**env, SUPERVISOR_FDS_ENV: str(write_fd), SUPERVISOR_PARENT_ENV: str(os.getpid())}
         proc = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR), *(wrapper or []), sys.executable, "-m",
                                  "sol_execbench.evaluate.child", str(job_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,

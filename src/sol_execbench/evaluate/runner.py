@@ -22,7 +22,7 @@ from sol_execbench.platform import host_memory_bytes, vendor_hint
 from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Environment, Evaluation,
                                   EvaluationStatus as S, SanitizerReport, Solution, Trace, Workload)
 
-from .process import ChildRun, describe_exit, exit_record, run_child, tail
+from .process import STAGING_CLEANUP_ENV, ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
 
 CLOCKS_LOCKED_ENV = "SOL_EXECBENCH_CLOCKS_LOCKED"
@@ -231,7 +231,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         start_sizes = logs.sizes()
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
-                        memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message,
+                        memory_limit_bytes=opts.memory_limit_bytes, on_message=on_message,
+                        env_extra={} if opts.keep_staging else {STAGING_CLEANUP_ENV: str(staging)},
                         warm_device=opts.device, use_warm=opts.use_warm_pool, forged=forged)
         runs.append(run)
         if opts.on_log:
