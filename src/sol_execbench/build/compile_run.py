@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sol_execbench.platform.host import kill_session, use_bytecode_cache
 from sol_execbench.sandbox import IsolationRefused, RunFolders, file_sha256, plan as plan_sandbox, wrapper_for
+from sol_execbench.platform.lifetime import preexec_die_with_parent
 from sol_execbench.schema import EvaluationStatus, IsolationMode, IsolationRecord, Solution
 
 from .base import BuildFailure
@@ -75,7 +76,8 @@ def compile_extension(job: CompileJob, build_dir: Path) -> Path:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([*wrapper, sys.executable, "-m", "sol_execbench.build.compile_worker", str(request_path)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(build_dir),
-                                env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True)
+                                env=use_bytecode_cache({**os.environ, **plan.env}), start_new_session=True,
+                                preexec_fn=preexec_die_with_parent)  # no build outlives its parent
     try:
         proc.wait(timeout=remaining)
     except subprocess.TimeoutExpired:

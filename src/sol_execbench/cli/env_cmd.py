@@ -86,6 +86,9 @@ def _load_snapshot(path: Path, param: str) -> dict[str, Any]:
         raise click.BadParameter(f"{path}: cannot be read: {exc}", param_hint=param) from exc
     except ValueError as exc:
         raise click.BadParameter(f"{path}: not JSON ({exc})", param_hint=param) from exc
+    except RecursionError:
+        raise click.BadParameter(f"{path}: JSON nested too deeply to read: an environment snapshot is a few "
+                                 "levels deep; make one with 'sol-execbench env probe -o FILE'", param_hint=param) from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise click.BadParameter(
             f"{path}: not an environment snapshot (no 'schema_version' field); make one with 'sol-execbench env probe -o FILE'",

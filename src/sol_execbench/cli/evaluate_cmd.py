@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,24 +18,31 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 def parse_size(text: str) -> int:
     match = _SIZE.match(text)
     if not match:
-        raise click.BadParameter(f"'{text}' is not a size like 8G, 512M or 1073741824")
+        raise click.BadParameter(f"'{text}' is not a size like 8G, 512M or 1073741824 (or none for no limit)")
     scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[match.group(2).upper()]
     return int(float(match.group(1)) * scale)
 
 
 def check_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Refuse a malformed --device before a child starts; whether the GPU exists is the child's to say."""
-    from sol_execbench.platform.device import parse_device_spec
+    from sol_execbench.evaluate.option_checks import check_device as check
 
     try:
-        parse_device_spec(value)
-    except ValueError:
-        raise click.BadParameter(f"'{value}' is not a device: give cpu, auto, an index N, cuda:N, hip:N or rocm:N "
-                                 "(cuda, hip, rocm alone mean GPU 0)") from None
-    return value
+        return check(value)
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
-SECONDS = click.FloatRange(min=0, min_open=True)
+def check_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    from sol_execbench.evaluate.option_checks import check_seconds as check
+
+    try:
+        return check(value, f"--{param.name.replace('_', '-')}")
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+SECONDS = click.FLOAT
 
 
 @cli.command(EVALUATE_COMMAND)
@@ -43,8 +51,8 @@ SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--workload", type=click.Path(path_type=Path), help="workload.jsonl (instead of a problem directory).")
 @click.option("--solution", type=click.Path(path_type=Path), help="Solution JSON [default: PROBLEM_DIR/solution.json].")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Benchmark config JSON (overrides config.json beside the definition, field by field).")
-@click.option("--compile-timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds allowed for building a native solution.")
-@click.option("--timeout", default=600.0, show_default=True, type=SECONDS, help="Seconds allowed for the whole evaluation child.")
+@click.option("--compile-timeout", default=120.0, show_default=True, type=SECONDS, callback=check_seconds, help="Seconds allowed for building a native solution.")
+@click.option("--timeout", default=600.0, show_default=True, type=SECONDS, callback=check_seconds, help="Seconds allowed for the whole evaluation child.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write traces (JSONL) here, each as soon as it is known.")
 @click.option("--json", "as_json", is_flag=True, help="Print traces as JSON lines on stdout instead of a table.")
 @click.option("--lock-clocks", is_flag=True, help="Require locked GPU clocks (sets lock_clocks).")
@@ -53,7 +61,7 @@ SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--device", default=None, callback=check_device,
               help="cpu, N, cuda:N (hip:N, rocm:N on ROCm) [default: the first visible GPU, else cpu].")
 @click.option("--dump-failures", type=click.Path(path_type=Path), help="For each failing workload write inputs, outputs and the seed here.")
-@click.option("--memory-limit", default=None, help="Host memory limit of the evaluation child, e.g. 16G [default: 80% of the machine].")
+@click.option("--memory-limit", default=None, help="Host memory limit of the evaluation child, e.g. 16G, or none [default: 80% of the machine].")
 @click.option("--no-build-cache", is_flag=True, help="Build native solutions from scratch, ignoring the build cache.")
 @click.option("--sanitize", is_flag=True, help="Also run one call per workload under compute-sanitizer memcheck (NVIDIA) and report its findings in the trace.")
 @click.option("--no-warm-pool", is_flag=True, help="Start a fresh evaluation process even if `worker start` keeps warm ones.")
@@ -86,16 +94,15 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     for message in problem.warnings:
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
-    sink = _open_output(output)
-    written: list[str] = []
+    sink = _open_output(output, [*paths, *([config_path] if config_path else []),
+                                 paths[0].parent / "config.json"], problem, err)
 
     def on_trace(trace) -> None:
+        line = trace.model_dump_json()
         if sink is not None:
-            written.append(trace.model_dump_json() + "\n")
-            sink.write(written[-1])
-            sink.flush()
+            sink.write(line)
         if as_json:
-            click.echo(trace.model_dump_json())
+            click.echo(line)
 
     options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
                           keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
@@ -104,14 +111,30 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
                           on_trace=on_trace,
                           on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
     if memory_limit:
-        options.memory_limit_bytes = parse_size(memory_limit)
+        from sol_execbench.evaluate.option_checks import NO_LIMIT, check_memory_limit
+
+        try:
+            options.memory_limit_bytes = (None if memory_limit.strip().lower() == NO_LIMIT
+                                          else check_memory_limit(parse_size(memory_limit)))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--memory-limit'") from None
     _environment_facts(options, output, err)
+    from sol_execbench.cli.run_signals import RunStopped, stop_on_signals
+    from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
+
+    earlier_children = set(child_pids(os.getpid()))
+    become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below
     try:
-        traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
+        with stop_on_signals():
+            traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
+    except RunStopped as stop:
+        err.print(f"stopped by {stop.name}; finished traces are in {output}" if output else f"stopped by {stop.name}",
+                  highlight=False)
+        sys.exit(128 + stop.signum)
     finally:
+        kill_descendants(spare=earlier_children)
         if sink is not None:
             sink.close()
-            _restore_output(output, written, err)
     for message in options.warnings[len(problem.warnings):]:
         err.print(f"[yellow]note:[/yellow] {message}", highlight=False)
     if not as_json:
@@ -138,21 +161,6 @@ def _check_isolation(isolation: str, err: Console):
     return mode
 
 
-def _restore_output(output: Path, written: list[str], err: Console) -> None:
-    """The -o file must hold exactly the traces this process wrote: the solution can find its path
-    (the parent's command line is readable) and write forged lines into it."""
-    expected = "".join(written)
-    try:
-        if output.read_text(encoding="utf-8") == expected:
-            return
-        output.write_text(expected, encoding="utf-8")
-    except OSError as exc:
-        err.print(f"[red]error:[/red] could not verify --output {output}: {exc}", highlight=False)
-        return
-    err.print(f"[bold red]warning:[/bold red] {output} was modified by another process during the evaluation "
-              "(forged traces?); it was rewritten with this run's traces", highlight=False)
-
-
 def _environment_facts(options, output: Path | None, err: Console) -> None:
     """Hand the environment hash down to the traces; write the snapshot sidecar when asked."""
     from sol_execbench.envprobe.hashing import host_cached_environment_hash
@@ -165,11 +173,17 @@ def _environment_facts(options, output: Path | None, err: Console) -> None:
             err.print(f"environment snapshot written to {written}", highlight=False)
 
 
-def _open_output(output: Path | None):
+def _open_output(output: Path | None, inputs: list[Path], problem, err: Console):
+    """The -o file opened for appending under its lock; exit 2 when it names an input or cannot be opened."""
     if output is None:
         return None
+    from sol_execbench.cli.trace_output import OutputRefused, TraceOutput
+
+    keys = {(problem.definition.name, problem.solution.name, w.uuid) for w in problem.workloads}
+    sink = TraceOutput(output, lambda text: err.print(text, markup=False, highlight=False))
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        return open(output, "w", encoding="utf-8")
-    except OSError as exc:
-        raise click.UsageError(f"cannot write --output {output}: {exc}") from None
+        sink.open(inputs, keys)
+    except OutputRefused as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    return sink

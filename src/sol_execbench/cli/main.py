@@ -18,6 +18,9 @@ class DefaultToEvaluate(click.Group):
     """A group whose first argument, when not a subcommand name, goes to ``evaluate``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for arg in args:  # no path or value can hold one; the OS calls below would raise on it
+            if "\0" in arg:
+                raise click.UsageError(f"argument {arg[:80]!r} contains a NUL byte: no file name or value can", ctx)
         if args and args[0] in ("--help", "-h", "--version"):
             return super().parse_args(ctx, args)
         if not args or args[0] not in self.commands:

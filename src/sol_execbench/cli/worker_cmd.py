@@ -64,4 +64,8 @@ def worker_stop(device) -> None:
     """Stop the pool and its warm processes."""
     from sol_execbench.evaluate.warm_pool import stop_pool
 
-    click.echo("stopped" if stop_pool(device) else "no warm pool was running")
+    reply = stop_pool(device)
+    if not reply or reply.get("already_stopping"):
+        click.echo(f"no warm pool was running for device '{device or 'auto'}'")
+    else:
+        click.echo(f"stopped the warm pool (pid {reply.get('pid')}, {reply.get('warm', 0)} warm process(es))")

@@ -10,6 +10,7 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, Loaded, Solution,
                                   load_solution, load_workloads)
 from sol_execbench.schema.loading import check_workload, validate
 
+from .option_checks import check_options
 from .problem import layered_config, note_definition_mismatch
 from .runner import EvalOptions, evaluate_problem
 
@@ -58,9 +59,12 @@ def evaluate(definition: Definition | str | Path | dict, workloads: Any, solutio
     ``options`` are EvalOptions fields: ``device``, ``timeout_s``, ``compile_timeout_s``,
     ``keep_staging``, ``memory_limit_bytes``, ``dump_failures``, ``use_build_cache``, ``on_trace``.
     """
+    check_options(options)
     notes = Loaded()
     d = _as_model(definition, Definition, load_definition, "definition", notes)
     ws = _as_workloads(workloads, d, notes)
+    if not ws:
+        raise ValueError("workloads is empty: give at least one workload")
     s = _as_model(solution, Solution, load_solution, "solution", notes)
     cfg = layered_config(Path(definition) if isinstance(definition, _PATH_TYPES) else None, config, notes)
     note_definition_mismatch(d, s, notes, solution if isinstance(solution, _PATH_TYPES) else "solution",

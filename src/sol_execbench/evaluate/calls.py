@@ -158,6 +158,23 @@ def reference_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> list[
     return outputs
 
 
+def reference_non_finite(definition: Definition, outputs: list[Any], allow_negative_inf: bool) -> list[str]:
+    """The reference's outputs holding NaN or Inf that the workload's tolerance does not allow
+    (-inf only with ``allow_negative_inf``): no solution can match them, the reference is broken."""
+    found = []
+    for name, value in zip(definition.outputs, outputs):
+        if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+            continue
+        bad = ~torch.isfinite(value)
+        if allow_negative_inf:
+            bad &= value != float("-inf")
+        count = int(bad.sum())
+        if count:
+            kind = "NaN" if bool(torch.isnan(value).any()) else "Inf"
+            found.append(f"output '{name}' holds {count} non-finite value(s) ({kind}) the workload's tolerance does not allow")
+    return found
+
+
 def reference_mismatches(definition: Definition, outputs: list[Any], axes: dict[str, int]) -> list[str]:
     """How the reference's outputs differ from the definition's declared outputs (type, shape, dtype)."""
     found = []

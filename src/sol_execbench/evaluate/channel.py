@@ -14,6 +14,8 @@ import hmac
 import json
 import os
 import secrets
+import select
+import signal
 import threading
 from typing import Any
 
@@ -44,6 +46,7 @@ class ChannelWriter:
         # Move the pipe to a descriptor number chosen at random so it is not found by a fixed guess.
         high = os.dup(int(fd))
         os.close(int(fd))
+        threading.Thread(target=_exit_when_reader_gone, args=(high,), daemon=True).start()
         return cls(high, key)
 
     def send(self, kind: str, **payload: Any) -> None:
@@ -60,6 +63,26 @@ class ChannelWriter:
             os.close(self._fd)
         except OSError:
             pass
+
+
+def _exit_when_reader_gone(fd: int) -> None:
+    """The child ends when its parent's end of the channel closes (the parent died, however): a
+    pipe's write end reports POLLERR once no reader is left. This covers a warm child too, whose
+    process parent is the pool and not the evaluation that took it."""
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for _, event in events:
+            if event & select.POLLNVAL:
+                return  # closed by the child itself: its evaluation is over
+            if event & (select.POLLERR | select.POLLHUP):
+                if os.getpgrp() == os.getpid():  # a session leader: what it started goes with it
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
+                os._exit(137)
 
 
 def read_messages(fd: int, key: str, on_message, on_forged) -> None:

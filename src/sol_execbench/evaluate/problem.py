@@ -31,6 +31,13 @@ class Problem:
 def resolve_paths(problem_dir: Path | None, definition: Path | None, workload: Path | None,
                   solution: Path | None) -> tuple[Path, Path, Path]:
     if problem_dir is not None:
+        if definition is not None or workload is not None:
+            given = "--definition" if definition is not None else "--workload"
+            raise UsageProblem(f"PROBLEM_DIR '{problem_dir}' and {given} both name the problem: give one of them")
+        try:
+            problem_dir.exists()
+        except (OSError, ValueError) as exc:  # a NUL byte, a name longer than the file system allows
+            raise UsageProblem(f"PROBLEM_DIR {str(problem_dir)[:80]!r} is not a usable path: {exc}") from None
         if not problem_dir.exists():
             raise UsageProblem(f"problem directory '{problem_dir}' does not exist")
         if not problem_dir.is_dir():

@@ -13,11 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.platform.host import SessionWatch, kill_session, use_bytecode_cache
+from sol_execbench.platform.host import SessionWatch, kill_session
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
+from .child_env import ALLOC_CONF, child_environment  # noqa: F401  (ALLOC_CONF: re-exported)
+from .warm_pool import hand_job, take_warm_child, wait_exit_code
+from sol_execbench.platform.lifetime import preexec_die_with_parent
 
-ALLOC_CONF = "expandable_segments:True"
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
+SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
+# The folder the supervisor removes when the command line dies without removing it (SIGKILL).
+STAGING_CLEANUP_ENV = "SOL_EXECBENCH_STAGING_CLEANUP"
 _POLL_S = 0.05
 
 
@@ -32,6 +39,7 @@ class ChildRun:
     memory_exceeded_bytes: int | None = None
     wall_s: float = 0.0
     warm: bool = False  # the child came from the warm pool
+    parent_killed: bool = False  # the supervisor (the child's parent) was SIGKILLed: the solution signalled it
 
 
 def _session_rss_bytes(watch: SessionWatch) -> int:
@@ -52,15 +60,6 @@ def _kill_session(proc: Any) -> None:
     proc.wait()
 
 
-def child_environment(extra: dict[str, str]) -> dict[str, str]:
-    """The environment of an evaluation child (and of a warm one)."""
-    env = dict(os.environ)
-    env.setdefault("PYTORCH_ALLOC_CONF", ALLOC_CONF)
-    use_bytecode_cache(env)
-    env.update(extra)
-    return env
-
-
 class _WarmProcess:
     """A handed-out warm child: not our child (the pool server reaps it), watched through /proc."""
 
@@ -74,8 +73,6 @@ class _WarmProcess:
         except (OSError, IndexError):
             state = b"X"
         if state in (b"Z", b"X"):
-            from .warm_pool import wait_exit_code
-
             code = wait_exit_code(self.child, timeout=5)
             self.returncode = code if code is not None else -signal.SIGKILL
         return self.returncode
@@ -96,31 +93,33 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
         out = stack.enter_context(open(stdout_path, "ab"))
         err = stack.enter_context(open(stderr_path, "ab")) if stderr_path is not None else None
         if use_warm and not wrapper:
-            from .warm_pool import hand_job, take_warm_child
-
             child = take_warm_child(warm_device, env)
             # The warm child puts the first log descriptor on its stdout and the second, when there is
             # one, on its stderr (a single one takes both).
             log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
             if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
                 return _WarmProcess(child), True
-        proc = subprocess.Popen([*(wrapper or []), sys.executable, "-m", "sol_execbench.evaluate.child", str(job_path)],
+        # Through the supervisor: the child's parent is a process it may kill without ending the run.
+        env = {**env, SUPERVISOR_FDS_ENV: str(write_fd), SUPERVISOR_PARENT_ENV: str(os.getpid())}
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR), *(wrapper or []), sys.executable, "-m",
+                                 "sol_execbench.evaluate.child", str(job_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
-                                env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent))
+                                env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent),
+                                preexec_fn=preexec_die_with_parent)
     return proc, False
 
 
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
               wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
-              stderr_path: Path | None = None) -> ChildRun:
+              stderr_path: Path | None = None, forged: list[str] | None = None) -> ChildRun:
     """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit.
 
     The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
     which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.
     ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
     pre-started child from a running warm pool (``sol-execbench worker start``) when one fits."""
-    run = ChildRun()
+    run = ChildRun(forged=forged if forged is not None else [])
     read_fd, write_fd = os.pipe()
     key = new_key()
     env = child_environment({**env_extra, FD_ENV: str(write_fd), KEY_ENV: key})
@@ -136,22 +135,32 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     reader.start()
     deadline = began + timeout_s
     session = SessionWatch(proc.pid)
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            run.timed_out = True
-            _kill_session(proc)
-            break
-        if memory_limit_bytes:
-            rss = _session_rss_bytes(session)
-            if rss > memory_limit_bytes:
-                run.memory_exceeded_bytes = rss
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                run.timed_out = True
                 _kill_session(proc)
                 break
-        time.sleep(_POLL_S)
+            if memory_limit_bytes:
+                rss = _session_rss_bytes(session)
+                if rss > memory_limit_bytes:
+                    run.memory_exceeded_bytes = rss
+                    _kill_session(proc)
+                    break
+            time.sleep(_POLL_S)
+    except BaseException:
+        # SIGTERM / Ctrl-C of the run (raised here by the CLI's handlers): the child goes with it.
+        kill_session(proc.pid, settle_s=1.0)
+        raise
     # Processes the child left in its session would hold the pipe open; end them too.
     kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
     run.returncode = proc.returncode
+    if not run.warm:  # the supervisor's exit: 137 is the child killed by SIGKILL, -9 the supervisor itself
+        if run.returncode == 128 + signal.SIGKILL:
+            run.returncode = -signal.SIGKILL
+        elif run.returncode == -signal.SIGKILL and not run.timed_out and run.memory_exceeded_bytes is None:
+            run.parent_killed = True
     run.wall_s = time.monotonic() - began
     return run
 
@@ -170,6 +179,9 @@ def describe_exit(run: ChildRun) -> str:
     if run.memory_exceeded_bytes is not None:
         return f"host memory limit exceeded ({run.memory_exceeded_bytes / 2**30:.2f} GiB resident): the child was stopped"
     code = run.returncode
+    if run.parent_killed:
+        return ("the evaluation child's parent process was killed by SIGKILL (the solution signals its parent, or the "
+                "system's out-of-memory killer ended it), and the child with it")
     if code is None:
         return "the child did not exit"
     if code < 0:

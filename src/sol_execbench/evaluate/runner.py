@@ -9,6 +9,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,7 +23,7 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Env
                                   EvaluationStatus as S, IsolationMode, IsolationRecord, SanitizerReport, Solution,
                                   Trace, Workload)
 
-from .process import ChildRun, describe_exit, exit_record, run_child, tail
+from .process import STAGING_CLEANUP_ENV, ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
 
 CLOCKS_LOCKED_ENV = "SOL_EXECBENCH_CLOCKS_LOCKED"
@@ -73,8 +74,17 @@ class _State:
     device: DeviceRecord | None = None
     sanitizer: dict[str, SanitizerReport] = field(default_factory=dict)
     isolation: IsolationRecord | None = None  # the sandbox planned for the children
+    # Traces arrive on the channel's reader thread as the child reports them; the main thread adds
+    # the failures after the child has gone.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def add(self, trace: Trace) -> None:
+        with self.lock:
+            if trace.workload.uuid in self.traces:
+                return  # one trace per workload: the first verified one stands
+            self._add(trace)
+
+    def _add(self, trace: Trace) -> None:
         report = self.sanitizer.get(trace.workload.uuid)
         if report is not None and trace.evaluation is not None:
             trace.evaluation.sanitizer = report
@@ -221,6 +231,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         job_path = staging / "job.json"
         job_path.write_text(json.dumps(job))
         in_progress: list[str] = []
+        by_uuid = {w.uuid: w for w in pending}
+        forged: list[str] = []
 
         def on_message(msg: dict[str, Any]) -> None:
             if msg.get("type") == "ready":
@@ -232,18 +244,19 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
                 in_progress[:] = [msg["uuid"]]
             elif msg.get("type") == "trace":
                 in_progress.clear()
+                _stream_trace(state, by_uuid, msg, forged)
 
         start_sizes = logs.sizes()
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
-                        memory_limit_bytes=opts.memory_limit_bytes, env_extra={}, on_message=on_message,
-                        warm_device=opts.device, use_warm=opts.use_warm_pool,
+                        memory_limit_bytes=opts.memory_limit_bytes, on_message=on_message,
+                        env_extra={} if opts.keep_staging else {STAGING_CLEANUP_ENV: str(staging)},
+                        warm_device=opts.device, use_warm=opts.use_warm_pool, forged=forged,
                         wrapper=_sandbox_wrapper(state, staging))
         runs.append(run)
         if opts.on_log:
             opts.on_log(logs.text_since(start_sizes))
-        produced = _collect(state, pending, run)
-        produced_any = produced_any or produced > 0
+        produced_any = produced_any or any(m.get("type") == "trace" for m in run.messages)
         pending = [w for w in pending if w.uuid not in state.traces]
         if not pending:
             break
@@ -273,28 +286,27 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-def _collect(state: _State, pending: list[Workload], run: ChildRun) -> int:
-    """Turn the child's trace messages into traces; a forged line taints everything it sent."""
-    by_uuid = {w.uuid: w for w in pending}
-    count = 0
-    for msg in run.messages:
-        if msg.get("type") != "trace":
-            continue
+def _stream_trace(state: _State, by_uuid: dict[str, Workload], msg: dict[str, Any], forged: list[str]) -> None:
+    """One verified trace message, recorded (and so written to -o) the moment it arrives. Once an
+    unsigned line has appeared on the channel, every later trace of that child is REWARD_HACK:
+    a forger could have sent it; the traces already written came before any forgery."""
+    try:
         trace = Trace.model_validate(msg["trace"])
-        if trace.workload.uuid not in by_uuid:
-            continue
-        trace.workload = by_uuid[trace.workload.uuid]  # the workload as the user wrote it
-        if run.forged:
-            state.fail(trace.workload, S.REWARD_HACK, _forged_note(run))
-        else:
-            state.add(trace)
-        count += 1
-    return count
+    except (KeyError, ValueError):
+        return
+    workload = by_uuid.get(trace.workload.uuid)
+    if workload is None:
+        return
+    trace.workload = workload  # the workload as the user wrote it
+    if forged:
+        state.fail(workload, S.REWARD_HACK, _forged_note(forged))
+    else:
+        state.add(trace)
 
 
-def _forged_note(run: ChildRun) -> str:
-    return (f"{len(run.forged)} unsigned message(s) appeared on the trace channel (forged traces); first: "
-            f"{run.forged[0][:160]!r}")
+def _forged_note(forged: list[str]) -> str:
+    return (f"{len(forged)} unsigned message(s) appeared on the trace channel (forged traces); first: "
+            f"{forged[0][:160]!r}")
 
 
 def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_progress: list[str],
@@ -305,7 +317,7 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
     crash = next((m for m in run.messages if m.get("type") == "crash"), None)
     if run.forged:
         for w in pending:
-            state.fail(w, S.REWARD_HACK, _forged_note(run))
+            state.fail(w, S.REWARD_HACK, _forged_note(run.forged))
         return False
     if run.timed_out:
         for w in pending:

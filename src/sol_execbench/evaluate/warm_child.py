@@ -106,6 +106,11 @@ def _receive_job(path: str) -> tuple[str, dict[str, str], list[int]]:
 
 def main(argv: list[str]) -> None:
     socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
+    pool_pipe = os.environ.pop("SOL_EXECBENCH_POOL_PIPE", None)
+    if pool_pipe is not None:  # the pool's end closes when it dies, however: this child goes too
+        from sol_execbench.platform.lifetime import exit_when_pipe_closes
+
+        exit_when_pipe_closes(int(pool_pipe))
     device_spec = argv[1] if len(argv) > 1 else None
     _warm_up(device_spec)
     job_path, env, fds = _receive_job(socket_path)

@@ -33,11 +33,14 @@ from typing import Any
 import sol_execbench
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
+from .child_env import ALLOC_CONF, child_environment
+
 # Variables read when torch starts; a warm child made under other values would differ.
 STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
                "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
                "LD_PRELOAD", "PYTHONPATH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_CUDA_ARCH_LIST")
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
 
 
@@ -70,8 +73,6 @@ def source_stamp(root: Path) -> str:
 
 
 def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
-    from .process import ALLOC_CONF
-
     values = {name: env.get(name) for name in STARTUP_ENV}
     values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
     package_dir = Path(sol_execbench.__file__).parent
@@ -142,8 +143,10 @@ def pool_status(device: str | None) -> dict[str, Any] | None:
     return _request(server_socket_path(device), {"op": "status"}, timeout=5)
 
 
-def stop_pool(device: str | None) -> bool:
-    return _request(server_socket_path(device), {"op": "stop"}, timeout=10) is not None
+def stop_pool(device: str | None) -> dict[str, Any] | None:
+    """Ask the pool to stop; its reply (``already_stopping`` when another stop came first), or
+    None when no pool answered."""
+    return _request(server_socket_path(device), {"op": "stop"}, timeout=10)
 
 
 def start_pool(device: str | None, spares: int, idle_timeout_s: float) -> subprocess.Popen:
@@ -166,14 +169,18 @@ class PoolServer:
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
+        self.life_read, self._life_write = os.pipe()  # the write end closes only when the pool dies
 
     def _spawn(self) -> None:
         path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
-        from .process import child_environment
-
         env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
+        # it watches the read end of a pipe whose write end only the pool holds. (The parent-death
+        # signal would fire when the request thread that spawned it ends.)
+        env[POOL_PIPE_ENV] = str(self.life_read)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                pass_fds=(self.life_read,))
         self.waiting.append((proc, path))
 
     def _replenish(self) -> None:
@@ -229,8 +236,9 @@ class PoolServer:
             elif op == "wait":
                 reply = self._wait(request)
             elif op == "stop":
+                reply = {"ok": True, "pid": os.getpid(), "already_stopping": self.stopping,
+                         "warm": len(self.waiting), "handed_out": len(self.handed)}
                 self.stopping = True
-                reply = {"ok": True}
             else:
                 reply = {"ok": True, "pid": os.getpid(), "device": self.device, "spares": self.spares,
                          "warm": sum(os.path.exists(s) for _, s in self.waiting), "handed_out": len(self.handed),

@@ -13,7 +13,7 @@ from sol_execbench.schema import (Correctness, DeviceRecord, Evaluation, Evaluat
                                   Workload)
 
 from .calls import (Context, FailureEvidence, Verdict, checked_solution_call, clone_values, compare_outputs,
-                    reference_call, round_seed)
+                    reference_call, reference_non_finite, round_seed)
 from .correctness import RoundTally
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
@@ -93,6 +93,9 @@ def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.
         ctx.jit_pending = False
     try:
         ref_out = reference_call(ctx, pristine, axes)  # only now: its answer never coexists with the solution's call
+        broken = reference_non_finite(ctx.definition, ref_out, workload.tolerance.allow_negative_inf)
+        if broken:
+            raise Verdict(S.INVALID_REFERENCE, "the reference's output is not finite: " + "; ".join(broken))
     except Verdict as v:
         if kept is not None and v.evidence is None:
             v.evidence = FailureEvidence(kept, sol_out, None, seed, where, round_index=round_index)

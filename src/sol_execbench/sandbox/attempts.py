@@ -104,8 +104,8 @@ class AttemptLog:
     def _on_signal(self, event: str, pid: int, sig: int) -> None:
         if pid == os.getpid() or sig == 0:
             return
-        if pid > 0 and _session_of(pid) == self.session:
-            return  # the solution's own processes
+        if pid > 0 and pid != os.getppid() and _session_of(pid) == self.session:
+            return  # the solution's own processes (the parent, a supervisor in the same session, is not)
         self.attempts.append(Attempt("signal", f"{event}({pid}, {sig})", True, "a process outside the run"))
 
     def _on_socket(self, event: str, sock: object, address: object) -> None:

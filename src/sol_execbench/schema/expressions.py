@@ -14,6 +14,10 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
+# An axis is a tensor dimension: no value needs more than 2**62. Bounding every intermediate, and
+# the exponent before ``**`` is computed, keeps ``n ** n ** n ** n`` from computing until a timeout.
+MAX_AXIS_VALUE = 2**62
+MAX_EXPONENT = 64
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, *_BINARY, *_UNARY)
 
@@ -49,8 +53,20 @@ def evaluate_expression(expression: str, values: dict[str, int]) -> int:
                 raise ValueError(f"expression '{expression}' uses unknown axis '{node.id}'")
             return values[node.id]
         if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
-        return _UNARY[type(node.op)](walk(node.operand))
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Pow) and abs(left) > 1 and abs(right) > MAX_EXPONENT:
+                raise ValueError(f"expression '{expression}' raises to the power {right}, above the limit "
+                                 f"{MAX_EXPONENT} for axes {values}")
+            return _bounded(_BINARY[type(node.op)](left, right))
+        return _bounded(_UNARY[type(node.op)](walk(node.operand)))
+
+    def _bounded(value: int | float) -> int | float:
+        if isinstance(value, complex):
+            raise ValueError(f"expression '{expression}' is not a real number for axes {values}")
+        if abs(value) > MAX_AXIS_VALUE:
+            raise ValueError(f"expression '{expression}' exceeds {MAX_AXIS_VALUE} (2**62) for axes {values}: "
+                             "no tensor dimension is that large")
+        return value
 
     try:
         value = walk(parse_expression(expression).body)

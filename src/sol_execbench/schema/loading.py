@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,10 +54,13 @@ _UNION_TAGS = {"AxisConst", "AxisVar", "AxisExpr", "RandomInput", "ScalarInput",
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise FormatError(path, "file not found")
-    if path.is_dir():
-        raise FormatError(path, "is a directory, expected a file")
+    try:
+        if not path.exists():
+            raise FormatError(path, "file not found")
+        if path.is_dir():
+            raise FormatError(path, "is a directory, expected a file")
+    except (OSError, ValueError) as exc:  # a NUL byte, a name longer than the file system allows
+        raise FormatError(str(path).replace("\0", "\\0"), f"is not a usable path ({exc}): give the path of an existing file") from None
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -71,6 +75,10 @@ def _parse_json(text: str, path: Path, line: int | None = None) -> Any:
     except json.JSONDecodeError as exc:
         at = f"line {line}" if line is not None else f"line {exc.lineno} column {exc.colno}"
         raise FormatError(path, f"malformed JSON at {at}: {exc.msg}") from exc
+    except RecursionError:
+        where = f" at line {line}" if line is not None else ""
+        raise FormatError(path, f"JSON nested too deeply{where} (more than about {sys.getrecursionlimit()} levels): "
+                                "flatten it") from None
 
 
 def validate(model: type[M], data: Any, path: Path | str, what: str, notes: Loaded | None, prefix: str = "") -> M:
@@ -84,6 +92,8 @@ def validate(model: type[M], data: Any, path: Path | str, what: str, notes: Load
         obj = model.model_validate(data)
     except ValidationError as exc:
         raise FormatError(path, f"{prefix}not a valid {what}: {_describe_validation(exc)}") from None
+    except RecursionError:
+        raise FormatError(path, f"{prefix}{what} nested too deeply to validate: flatten it") from None
     if notes is not None:
         notes.warnings.extend(f"{path}: {prefix}{unknown.describe()}" for unknown in unknown_keys(obj))
     return obj

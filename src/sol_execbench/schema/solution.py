@@ -59,9 +59,17 @@ class SourceFile(SchemaModel):
     @field_validator("path")
     @classmethod
     def _safe_relative(cls, path: str) -> str:
+        if "\0" in path:
+            raise ValueError(f"source path {path!r} contains a NUL byte")
         parts = PurePosixPath(path.replace("\\", "/"))
-        if parts.is_absolute() or path.startswith(("/", "\\")) or ":" in parts.parts[0]:
+        if parts.is_absolute() or path.startswith(("/", "\\")) or (parts.parts and ":" in parts.parts[0]):
             raise ValueError(f"source path '{path}' must be relative")
+        # PurePosixPath drops '.' and empty components; they name no file of their own.
+        raw = path.replace("\\", "/").split("/")
+        if any(part in ("", ".") for part in raw):
+            raise ValueError(f"source path '{path}' has an empty or '.' component: give a file path like 'kernel.py'")
+        if any(len(part.encode()) > 255 for part in raw):
+            raise ValueError(f"source path '{path[:60]}...' has a component longer than 255 bytes (the file system's limit)")
         if ".." in parts.parts:
             raise ValueError(f"source path '{path}' must not contain '..'")
         return path
@@ -134,6 +142,10 @@ class Solution(SchemaModel):
             if src.path in seen:
                 raise ValueError(f"source path '{src.path}' appears twice")
             seen.add(src.path)
+        folders = {str(parent) for p in seen for parent in PurePosixPath(p).parents if str(parent) != "."}
+        clash = sorted(seen & folders)
+        if clash:
+            raise ValueError(f"source path '{clash[0]}' is both a file and the folder of another source: rename one")
         if self.spec.entry_file not in seen:
             raise ValueError(f"entry file '{self.spec.entry_file}' is not among the sources {sorted(seen)}")
         return self

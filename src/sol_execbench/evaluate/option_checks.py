@@ -1,0 +1,55 @@
+"""One place that checks an evaluation's options, for the command line (which turns the error
+into exit 2) and for the Python ``evaluate()`` (which raises it): same rules, same words."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NO_LIMIT = "none"  # --memory-limit none: no host memory limit
+
+
+def check_seconds(value: Any, flag: str) -> float:
+    """A finite, positive number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{flag} must be a number of seconds, not {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{flag} must be a finite number of seconds above 0, not {value!r}")
+    return float(value)
+
+
+def check_memory_limit(value: Any) -> int | None:
+    """Bytes above 0, or None for no limit (spelled ``none`` on the command line): 0 would be
+    read as "no limit" by accident."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"--memory-limit must be a whole number of bytes or {NO_LIMIT}, not {type(value).__name__} {value!r}")
+    if value <= 0:
+        raise ValueError(f"--memory-limit must be above 0 (give '{NO_LIMIT}' for no limit), not {value}")
+    return value
+
+
+def check_device(value: Any) -> str | None:
+    from sol_execbench.platform.device import parse_device_spec
+
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"--device must be a string such as cpu or cuda:0, not {type(value).__name__} {value!r}")
+    try:
+        parse_device_spec(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not a device: give cpu, auto, an index N, cuda:N, hip:N or rocm:N "
+                         "(cuda, hip, rocm alone mean GPU 0)") from None
+    return value
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """The EvalOptions fields an API caller gives, checked as the CLI checks its flags."""
+    if "timeout_s" in options:
+        check_seconds(options["timeout_s"], "--timeout (timeout_s)")
+    if "compile_timeout_s" in options:
+        check_seconds(options["compile_timeout_s"], "--compile-timeout (compile_timeout_s)")
+    if "memory_limit_bytes" in options:
+        check_memory_limit(options["memory_limit_bytes"])
+    if "device" in options:
+        check_device(options["device"])
