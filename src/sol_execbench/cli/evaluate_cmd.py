@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -13,6 +14,9 @@ from rich.console import Console
 from sol_execbench.cli.main import EVALUATE_COMMAND, cli
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+
+# [True] once ``cli.main.main`` runs: the CLI is its own process (a list, mutated, never rebound).
+PROCESS_OWNER = [False]
 
 
 def parse_size(text: str) -> int:
@@ -122,17 +126,23 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     from sol_execbench.cli.run_signals import RunStopped, stop_on_signals
     from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
 
+    # Process-wide measures (subreaper, signal handlers, ending leftover descendants) only where the
+    # CLI owns its process: run in-process (click's test runner, a notebook) they would reach the
+    # host program's own children and signals.
+    owns_process = PROCESS_OWNER[0]
     earlier_children = set(child_pids(os.getpid()))
-    become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below
+    if owns_process:
+        become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below
     try:
-        with stop_on_signals():
+        with stop_on_signals() if owns_process else contextlib.nullcontext():
             traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
     except RunStopped as stop:
         err.print(f"stopped by {stop.name}; finished traces are in {output}" if output else f"stopped by {stop.name}",
                   highlight=False)
         sys.exit(128 + stop.signum)
     finally:
-        kill_descendants(spare=earlier_children)
+        if owns_process:
+            kill_descendants(spare=earlier_children)
         if sink is not None:
             sink.close()
     for message in options.warnings[len(problem.warnings):]:

@@ -53,4 +53,7 @@ def main() -> None:
 
     use_bytecode_cache_here()  # before the commands' imports
     _register()
+    from sol_execbench.cli import evaluate_cmd
+
+    evaluate_cmd.PROCESS_OWNER[0] = True
     cli(prog_name="sol-execbench")

@@ -17,6 +17,7 @@ import secrets
 import select
 import signal
 import threading
+import time
 from typing import Any
 
 FD_ENV = "SOL_EXECBENCH_CHANNEL_FD"
@@ -34,9 +35,10 @@ def _sign(key: bytes, body: bytes) -> str:
 class ChannelWriter:
     """Child side. Take it from the environment with ``from_environment()`` before importing user code."""
 
-    def __init__(self, fd: int, key: str):
+    def __init__(self, fd: int, key: str, wake_fd: int | None = None):
         self._fd, self._key = fd, key.encode()
         self._lock = threading.Lock()
+        self._wake_fd = wake_fd  # ends the reader watch before the pipe is closed
 
     @classmethod
     def from_environment(cls) -> "ChannelWriter":
@@ -46,8 +48,9 @@ class ChannelWriter:
         # Move the pipe to a descriptor number chosen at random so it is not found by a fixed guess.
         high = os.dup(int(fd))
         os.close(int(fd))
-        threading.Thread(target=_exit_when_reader_gone, args=(high,), daemon=True).start()
-        return cls(high, key)
+        wake_read, wake_write = os.pipe()
+        threading.Thread(target=_exit_when_reader_gone, args=(high, wake_read), daemon=True).start()
+        return cls(high, key, wake_write)
 
     def send(self, kind: str, **payload: Any) -> None:
         body = json.dumps({"type": kind, **payload}, allow_nan=False, default=str).encode()
@@ -59,25 +62,36 @@ class ChannelWriter:
                 view = view[written:]
 
     def close(self) -> None:
+        # The watch's poll holds the pipe open while it waits: wake it first, or the reader would
+        # see no end of file until this process exits.
+        if self._wake_fd is not None:
+            try:
+                os.close(self._wake_fd)
+            except OSError:
+                pass
+            self._wake_fd = None
+            time.sleep(0.001)
         try:
             os.close(self._fd)
         except OSError:
             pass
 
 
-def _exit_when_reader_gone(fd: int) -> None:
+def _exit_when_reader_gone(fd: int, wake_fd: int) -> None:
     """The child ends when its parent's end of the channel closes (the parent died, however): a
     pipe's write end reports POLLERR once no reader is left. This covers a warm child too, whose
     process parent is the pool and not the evaluation that took it."""
     poller = select.poll()
     poller.register(fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+    poller.register(wake_fd, select.POLLIN)  # the writer is closing the channel itself
     while True:
         try:
             events = poller.poll()
         except InterruptedError:
             continue
-        for _, event in events:
-            if event & select.POLLNVAL:
+        for polled, event in events:
+            if polled == wake_fd or event & select.POLLNVAL:
+                os.close(wake_fd)
                 return  # closed by the child itself: its evaluation is over
             if event & (select.POLLERR | select.POLLHUP):
                 if os.getpgrp() == os.getpid():  # a session leader: what it started goes with it
