@@ -97,16 +97,12 @@ def test_stdout_and_stderr_are_kept_apart_and_the_exit_is_recorded(cpu_timing, t
     assert "exited with code 3" in run["description"]
 
 
-def test_a_bad_device_leaves_its_reason_in_the_sidecar(cpu_timing, tmp_path):
-    """The child reports the error on the channel and exits 0, writing nothing to either stream."""
+def test_a_bad_device_is_refused_before_any_child_runs(cpu_timing, tmp_path):
+    """The options are checked in the parent (evaluate/option_checks.py): no child, no sidecar."""
     out = tmp_path / "traces.jsonl"
-    (trace,) = _run("def run(a, b):\n    return a + b\n", output_path=out, device="bogus")
-    assert trace.evaluation.status.value == "RUNTIME_ERROR" and "bogus" in trace.evaluation.log
-    sidecar = json.loads(out.with_name("traces.jsonl.no-trace.json").read_text())
-    (run,) = sidecar["child_runs"]
-    assert run["returncode"] == 0 and run["signal"] is None
-    assert run["reported"]["type"] == "crash" and "bogus" in run["reported"]["log"]
-    assert run["description"] == "the child reported a crash and exited with code 0"
+    with pytest.raises(ValueError, match="'bogus' is not a device"):
+        _run("def run(a, b):\n    return a + b\n", output_path=out, device="bogus")
+    assert not out.with_name("traces.jsonl.no-trace.json").exists()
 
 
 def test_a_killed_child_names_the_signal(cpu_timing, tmp_path):
