@@ -121,7 +121,7 @@ _primed: set[str] = set()  # devices whose first profiler session of this proces
 
 def _prime(side: SideCalls, device: Any, flusher: Any, activities: set[Any], record_function: Any) -> None:
     """Once per process and device: a short profiler session whose records are thrown away (the
-    first session of a process carried far more host overhead per call than later ones)."""
+    first recording of a process carried far more host overhead per call than later ones)."""
     if device.torch_device in _primed or side.warm_args is None:
         return
     _primed.add(device.torch_device)
