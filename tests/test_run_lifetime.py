@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import LIGHT_CONFIG
-from .problems import add_definition, solution, workloads, write_problem
+from .problems import add_definition, process_alive, solution, workloads, write_problem
 
 # The second workload (N=64) hangs after writing its process id, so a kill lands after the first trace.
 HANGS_ON_SECOND = """import os, time
@@ -62,14 +62,6 @@ def _poll(condition, timeout_s: float = 60.0) -> bool:
     return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -94,7 +86,7 @@ def test_kill_after_first_trace_keeps_it_and_ends_the_child(tmp_path: Path, sign
     traces = _lines(out)
     assert [t["workload"]["uuid"] for t in traces] == ["w0-8"]
     assert traces[0]["evaluation"]["status"] == "PASSED"
-    assert _poll(lambda: not _alive(child), 5.0), "the evaluation child outlived the CLI"
+    assert _poll(lambda: not process_alive(child), 5.0), "the evaluation child outlived the CLI"
     assert _poll(lambda: _staging_left(tmp_path) == [], 5.0), _staging_left(tmp_path)
 
 
@@ -165,7 +157,7 @@ def test_setsid_daemon_of_a_solution_is_ended_with_the_run(tmp_path: Path):
     run = _start(tmp_path, problem, tmp_path / "out.jsonl")
     run.communicate(timeout=120)
     daemon = int((tmp_path / "hang.pid").read_text())
-    assert _poll(lambda: not _alive(daemon), 5.0), "the solution's daemon outlived the run"
+    assert _poll(lambda: not process_alive(daemon), 5.0), "the solution's daemon outlived the run"
 
 
 KILLS_PARENT = """import os, signal

@@ -15,15 +15,9 @@ from sol_execbench.cli.main import _register, cli
 from sol_execbench.evaluate.warm_pool import pool_status, start_pool, stop_pool
 from sol_execbench.platform.lifetime import child_pids
 
+from .problems import process_alive
+
 _register()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -50,9 +44,9 @@ def test_kill_9_of_the_pool_ends_its_warm_children(pool):
     os.kill(pool.pid, signal.SIGKILL)
     pool.wait(timeout=10)
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+    while any(process_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in children), "a warm child outlived its pool"
+    assert not any(process_alive(pid) for pid in children), "a warm child outlived its pool"
     result = CliRunner().invoke(cli, ["worker", "stop"])
     assert "no warm pool was running" in result.output
 
