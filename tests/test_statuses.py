@@ -82,7 +82,6 @@ def test_timeout_keeps_finished_workloads(cpu_timing, tmp_path: Path):
 def test_segfault_costs_one_workload_and_the_rest_go_on(cpu_timing, tmp_path: Path):
     code = ("import ctypes\ndef run(a, b):\n    if a.numel() == 1000:\n        ctypes.string_at(0)\n"
             "    return a + b\n")
-    out = tmp_path / "traces.jsonl"
     seen = []
     traces = run(code, 8, 1000, 8, on_trace=seen.append)
     assert status_of(traces) == ["PASSED", "RUNTIME_ERROR", "PASSED"]

@@ -84,7 +84,7 @@ class BuildCache:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LockTimeout(f"another evaluation is building the same solution ({locks / key}.lock)")
+                        raise LockTimeout(f"another evaluation is building the same solution ({locks / key}.lock)") from None
                     time.sleep(_POLL_S)
             try:
                 self._sweep(key)  # under the lock, any leftover build of this key is a dead one

@@ -23,7 +23,7 @@ from sol_execbench.schema import EvaluationStatus as S, IsolationMode, Solution
 from .base import BuildFailure, BuildOutcome, register
 from .cache import BuildCache, CacheEntry, LockTimeout
 from .compile_run import CompileJob, compile_extension, file_sha256
-from .native_plan import EXTENSION_NAME, FAMILY, BuildPlan, PlanError, cache_key, key_material, make_plan
+from .native_plan import EXTENSION_NAME, FAMILY, PlanError, cache_key, key_material, make_plan
 
 
 class NativeBuilder:

@@ -208,7 +208,7 @@ def make_inputs(definition: Definition, workload: Workload, device: torch.device
         if not isinstance(made_by_custom, dict):
             raise InputError(f"custom_inputs_entrypoint returned {type(made_by_custom).__name__}, expected a dict")
     values: list[Any] = []
-    for name, spec in definition.inputs.items():
+    for name in definition.inputs:
         given = workload.inputs.get(name)
         if isinstance(given, ScalarInput):
             values.append(given.value)

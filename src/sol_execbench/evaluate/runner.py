@@ -234,7 +234,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         by_uuid = {w.uuid: w for w in pending}
         forged: list[str] = []
 
-        def on_message(msg: dict[str, Any]) -> None:
+        def on_message(msg: dict[str, Any], in_progress: list[str] = in_progress,
+                       by_uuid: dict[str, Any] = by_uuid, forged: list[str] = forged) -> None:
             if msg.get("type") == "ready":
                 state.hardware = msg.get("hardware")
                 dev = msg.get("device") or {}

@@ -18,7 +18,7 @@ import sys
 from sol_execbench.sandbox.peer import refusal
 
 from . import gpu_quiet, phases
-from .channel import FD_ENV, KEY_ENV
+from .channel import FD_ENV
 
 
 def _warm_up(device_spec: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Literal, Optional, Union
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from .base import FieldError, NonEmptyString, NonNegativeInt, SchemaModel
 from .dtypes import DType

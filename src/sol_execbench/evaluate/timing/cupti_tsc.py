@@ -91,7 +91,7 @@ def import_slots(path: str, symbol: str, slot_types: tuple[int, ...]) -> list[in
             f.seek(dynsym[2])
             symbols = f.read(dynsym[3])
             offsets = []
-            for name, kind, offset, size, link, entsize in sections:
+            for _name, kind, offset, size, link, entsize in sections:
                 if kind != 4 or entsize != 24 or sections[link][1] != 11:  # SHT_RELA against .dynsym
                     continue
                 f.seek(offset)
