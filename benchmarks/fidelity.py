@@ -88,7 +88,7 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
     clocks = sorted(s.sm_clock_mhz)
     return {"median_ms": s.median_ms, "method_ran": s.instrument, "note": "; ".join(m.notes) or None,
             "device_median_ms": s.device_median_ms(), "host_median_ms": statistics.median(s.host_ms),
-            "sync_floor_ms": s.sync_floor_ms, "host_set_rounds": s.host_set_rounds, "rounds": len(s.latency_ms),
+            "sync_floor_ms": s.sync_floor_ms, "host_rounds": len(s.host_ms), "rounds": len(s.device_ms),
             "host_bound": s.host_bound, "warnings": list(m.warnings),
             "sm_clock_median_mhz": clocks[len(clocks) // 2] if clocks else None,
             "sm_clock_min_mhz": clocks[0] if clocks else None,
@@ -239,7 +239,7 @@ class CaseResult:
     methods: dict[str, Any] = field(default_factory=dict)
     repeat_medians_ms: list[float] = field(default_factory=list)  # the harness latency of each repeat
     repeat_clocks_mhz: list[float | None] = field(default_factory=list)  # each repeat's median probe clock
-    repeat_host_set: list[str | None] = field(default_factory=list)  # per repeat: "k/n rounds" the host time set
+    repeat_host_set: list[str | None] = field(default_factory=list)  # per repeat: whether the host set the latency
     repeat_calls: list[dict[str, Any]] = field(default_factory=list)  # each repeat's per-call spans and clocks
     after_load: list[dict[str, Any]] = field(default_factory=list)  # --after-load runs (not in the targets)
     error: float = 0.0
@@ -304,7 +304,7 @@ def check_plain_loop(result: CaseResult) -> None:
 def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
     """What the JSON keeps of a repeat beyond its median: per-call spans and clocks, and the floor."""
     return {key: run[key] for key in ("device_ms", "host_ms", "sm_clock_mhz", "device_median_ms", "host_median_ms",
-                                      "sync_floor_ms", "host_set_rounds", "rounds")}
+                                      "sync_floor_ms", "host_bound", "host_rounds", "rounds")}
 
 
 def _repeats(fn: Callable, values: list, args: argparse.Namespace, plain: list[float] | None = None) -> list[dict]:
@@ -321,7 +321,7 @@ def _repeats(fn: Callable, values: list, args: argparse.Namespace, plain: list[f
 def _result(name: str, truth: float, source: str, methods: dict[str, Any], runs: list[dict]) -> CaseResult:
     return CaseResult(name, CASES[name][0], truth, source, methods, [r["median_ms"] for r in runs],
                       [r["sm_clock_median_mhz"] for r in runs],
-                      [f"{r['host_set_rounds']}/{r['rounds']}" if r["host_set_rounds"] else None for r in runs],
+                      [f"host-set, {r['host_rounds']} host rounds" if r["host_bound"] else None for r in runs],
                       [_run_facts(r) for r in runs])
 
 
@@ -457,7 +457,7 @@ def print_table(results: list[CaseResult]) -> None:
         loaded = ", ".join(f"{a['median_ms'] * 1e3:.2f}@{a['sm_clock_median_mhz'] or 0:.0f}" for a in r.after_load)
         host_set = "; ".join(f"run {k + 1}: {n}" for k, n in enumerate(r.repeat_host_set) if n)
         print(f"  {r.name:26s} {runs}" + (f" | after a sustained load: {loaded}" if loaded else "")
-              + (f" | rounds the host time set: {host_set}" if host_set else ""))
+              + (f" | {host_set}" if host_set else ""))
     print_plain_loop(results)
 
 

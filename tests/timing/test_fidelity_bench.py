@@ -182,7 +182,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
 
     def harness(fn, values, method, warmup, iterations, cooldown=0.0):
         calls.append(method)
-        return {"median_ms": 0.09, "sm_clock_median_mhz": 1980.0, "host_set_rounds": 50, "rounds": 50,
+        return {"median_ms": 0.09, "sm_clock_median_mhz": 1980.0, "host_bound": True, "host_rounds": 50, "rounds": 50,
                 "host_median_ms": 0.090, "sync_floor_ms": 0.010, "device_ms": [0.02], "host_ms": [0.09],
                 "sm_clock_mhz": [1980.0], "device_median_ms": 0.02}
 
@@ -195,7 +195,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
     assert calls == ["device", "device", "device", "events"]
     assert r.plain_loop and r.repeat_plain_loop_ms == [0.098, 0.101, 0.099]
     assert r.repeat_host_raw_ms == pytest.approx([0.100] * 3) and r.accuracy_ok is True
-    assert r.repeat_host_set == ["50/50"] * 3 and r.repeat_calls[0]["sync_floor_ms"] == 0.010
+    assert r.repeat_host_set == ["host-set, 50 host rounds"] * 3 and r.repeat_calls[0]["sync_floor_ms"] == 0.010
 
 
 def test_the_table_prints_the_plain_loop_verdict(fidelity, capsys):

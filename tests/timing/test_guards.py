@@ -26,8 +26,8 @@ def test_replaced_harness_function_timer_and_tensor_method_are_named(monkeypatch
 
 def test_a_replaced_latency_rule_is_tampering(monkeypatch):
     snapshot = guards.IntegritySnapshot()
-    monkeypatch.setattr(timing.paired, "call_latency_ms", lambda d, h, a: 0.0)
-    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.paired.call_latency_ms"]
+    monkeypatch.setattr(timing.paired, "side_latency_ms", lambda d, h, a: 0.0)
+    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.paired.side_latency_ms"]
 
 
 def test_library_state_on_watched_classes_is_not_tampering_but_their_methods_are(monkeypatch):

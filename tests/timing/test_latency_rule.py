@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sol_execbench.evaluate.timing import (LAUNCH_ALLOWANCE_US, FreshArgs, L2Flusher, SideCalls, TimingPlan, call_latency_ms,
-                                           measure, speedup_interval, unprofiled)
+from sol_execbench.evaluate.timing import (LAUNCH_ALLOWANCE_US, FreshArgs, L2Flusher, SideCalls, SideSpans, TimingPlan,
+                                           measure, side_latency_ms, speedup_interval, unprofiled)
 from sol_execbench.evaluate.timing.paired import _side
 from sol_execbench.evaluate.timing.profiled import DevicePass
 from sol_execbench.evaluate.timing.unprofiled import HostPass
@@ -24,17 +24,17 @@ STEPS = (1e-6, 1e-4, 3e-3)
 
 def test_a_small_change_in_either_span_moves_the_latency_by_no_more_than_that_change():
     for device, host, step in itertools.product(GRID, GRID, STEPS):
-        here = call_latency_ms(device, host, ALLOWANCE_MS)
-        for moved in (call_latency_ms(device + step, host, ALLOWANCE_MS), call_latency_ms(device, host + step, ALLOWANCE_MS),
-                      call_latency_ms(max(0.0, device - step), host, ALLOWANCE_MS),
-                      call_latency_ms(device, max(0.0, host - step), ALLOWANCE_MS)):
+        here = side_latency_ms(device, host, ALLOWANCE_MS)
+        for moved in (side_latency_ms(device + step, host, ALLOWANCE_MS), side_latency_ms(device, host + step, ALLOWANCE_MS),
+                      side_latency_ms(max(0.0, device - step), host, ALLOWANCE_MS),
+                      side_latency_ms(device, max(0.0, host - step), ALLOWANCE_MS)):
             assert abs(moved - here) <= step + 1e-12, (device, host, step)
 
 
 def test_the_rule_keeps_device_time_for_a_launch_and_counts_host_work_beyond_it():
-    assert call_latency_ms(0.003, 0.06, ALLOWANCE_MS) == 0.003  # one Triton kernel: 60 us on the host
-    assert call_latency_ms(0.042, 0.3, ALLOWANCE_MS) == pytest.approx(0.3 - ALLOWANCE_MS)  # a dozen eager operators
-    assert call_latency_ms(None, 0.12, ALLOWANCE_MS) == 0.12  # the CPU: the host clock is the measurement
+    assert side_latency_ms(0.003, 0.06, ALLOWANCE_MS) == 0.003  # one Triton kernel: 60 us on the host
+    assert side_latency_ms(0.042, 0.3, ALLOWANCE_MS) == pytest.approx(0.3 - ALLOWANCE_MS)  # a dozen eager operators
+    assert side_latency_ms(None, 0.12, ALLOWANCE_MS) == 0.12  # the CPU: the host clock is the measurement
 
 
 def _measured_side(device_ms, host_ms, floor=0.004):
@@ -43,28 +43,53 @@ def _measured_side(device_ms, host_ms, floor=0.004):
     return _side("solution", dev, host, ALLOWANCE_MS)
 
 
-def test_a_sides_median_latency_is_continuous_across_the_host_device_crossover():
+def test_a_sides_latency_is_continuous_across_the_host_device_crossover():
     """Rounds whose host time less the allowance sits right at the device time: nudging one round's
-    host time across it moves the median by no more than the nudge."""
-    device = [0.1] * 9
+    host or device time across it moves the latency by no more than the nudge."""
+    device = [0.1 + 1e-3 * (k % 3) for k in range(9)]
     for host_centre, step in itertools.product((0.1 + ALLOWANCE_MS - 1e-4, 0.1 + ALLOWANCE_MS, 0.1 + ALLOWANCE_MS + 1e-4, 0.5), STEPS):
-        host = [host_centre] * 9
+        host = [host_centre + 1e-4 * (k % 4) for k in range(9)]
         base = _measured_side(device, host).median_ms
         for k in range(9):
-            nudged = list(host)
-            nudged[k] += step
-            assert abs(_measured_side(device, nudged).median_ms - base) <= step + 1e-12
+            nudged_host, nudged_device = list(host), list(device)
+            nudged_host[k] += step
+            nudged_device[k] += step
+            assert abs(_measured_side(device, nudged_host).median_ms - base) <= step + 1e-12
+            assert abs(_measured_side(nudged_device, host).median_ms - base) <= step + 1e-12
+
+
+def test_more_host_rounds_than_device_rounds_follow_the_same_rule():
+    side = _measured_side([0.05] * 5, [0.3] * 5 + [0.4] * 20)
+    assert side.median_ms == pytest.approx(0.4 - ALLOWANCE_MS) and side.host_bound
+    assert side.summary.count == 25 and side.summary.median == pytest.approx(side.median_ms)
+    quiet = _measured_side([0.05] * 5, [0.06] * 25)
+    assert quiet.median_ms == 0.05 and not quiet.host_bound and quiet.summary.count == 5
+
+
+def _spans(device, host):
+    return SideSpans(tuple(device), tuple(host), ALLOWANCE_MS)
 
 
 def test_the_speedup_interval_moves_continuously_with_the_rounds():
     ref = [1.0 + 0.01 * (k % 5) for k in range(30)]
     sol = [1.0 + 0.01 * ((k + 2) % 5) for k in range(30)]
-    base = speedup_interval(ref, sol)
-    nudged = speedup_interval([r + 1e-6 for r in ref], sol)
+    base = speedup_interval(_spans(ref, [0.0] * 30), _spans(sol, [0.0] * 30))
+    nudged = speedup_interval(_spans([r + 1e-6 for r in ref], [0.0] * 30), _spans(sol, [0.0] * 30))
     assert abs(nudged.low - base.low) < 1e-5 and abs(nudged.high - base.high) < 1e-5
     assert base.low <= base.point <= base.high and base.verdict == "parity"
-    assert speedup_interval([2.0] * 10, [1.0] * 10).verdict == "faster"
-    assert speedup_interval([1.0] * 10, [2.0] * 10).verdict == "slower"
+    assert speedup_interval(_spans([2.0] * 10, [0.0] * 10), _spans([1.0] * 10, [0.0] * 10)).verdict == "faster"
+    assert speedup_interval(_spans([1.0] * 10, [0.0] * 10), _spans([2.0] * 10, [0.0] * 10)).verdict == "slower"
+
+
+def test_the_interval_draws_host_rounds_where_the_host_sets_the_latency():
+    """Host-set sides: the interval comes from the host rounds (here more of them than device rounds);
+    the point is the ratio of the latencies."""
+    ref = _spans([0.02] * 10, [0.30 + 0.01 * (k % 7) for k in range(60)])
+    sol = _spans([0.02] * 10, [0.20 + 0.01 * ((k + 3) % 7) for k in range(60)])
+    interval = speedup_interval(ref, sol)
+    assert interval.point == pytest.approx((0.33 - ALLOWANCE_MS) / (0.23 - ALLOWANCE_MS))
+    assert interval.verdict == "faster" and interval.rounds == 60  # the reference is the slower side
+    assert interval.low < interval.point < interval.high
 
 
 class _VirtualClock:
@@ -97,7 +122,7 @@ def test_identical_code_reads_one_with_an_interval_on_one(monkeypatch, cpu_devic
     m = _aa(monkeypatch, cpu_device, 20, lambda n: 150_000)
     assert m.speedup.point == 1.0 and m.speedup.low == 1.0 and m.speedup.high == 1.0
     assert m.speedup.verdict == "parity"
-    assert m.solution.latency_ms == m.reference.latency_ms and m.solution.latency_ms[0] == pytest.approx(0.15)
+    assert m.solution.host_ms == m.reference.host_ms and m.solution.median_ms == pytest.approx(0.15)
 
 
 def test_an_order_effect_hits_both_sides_alike(monkeypatch, cpu_device):
@@ -106,5 +131,5 @@ def test_an_order_effect_hits_both_sides_alike(monkeypatch, cpu_device):
     reads exactly 1. Timing one side always first (or one side's calls all before the other's) would not."""
     # Calls 1 and 2 are the warm-ups; from call 3 on, odd-numbered calls open a round.
     m = _aa(monkeypatch, cpu_device, 20, lambda n: 140_000 if n > 2 and n % 2 == 1 else 100_000)
-    assert sorted(set(m.solution.latency_ms)) == [0.1, 0.14]
+    assert sorted(set(m.solution.host_ms)) == [0.1, 0.14]
     assert m.speedup.point == 1.0 and m.speedup.verdict == "parity"

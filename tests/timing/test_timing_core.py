@@ -101,14 +101,14 @@ def test_cpu_measurement_times_both_sides_and_keeps_the_audited_call(cpu_device)
     solution = SideCalls("solution", fn, fresh, [keeper])
     reference = SideCalls("reference", lambda a, b, k: a + b, FreshArgs(_bank(2), slots=8))
     m = measure(solution, reference, TimingPlan(warmup=2, rounds=3, device=cpu_device, flusher=L2Flusher(cpu_device)))
-    assert m.solution.instrument == "cpu" and len(m.solution.latency_ms) == 3 and m.solution.host_call_indices == (2, 3, 4)
+    assert m.solution.instrument == "cpu" and len(m.solution.host_ms) == 3 and m.solution.host_call_indices == (2, 3, 4)
     assert seen == [0.0, 1.0, 0.0, 5.0, 0.0]  # warm-up on sets 0 and 1, then calls 2, 3 (the substitute), 4
     assert torch.equal(keeper.kept, torch.full((100,), 6.0))
-    assert m.solution.device_ms == (None,) * 3 and m.solution.latency_ms == m.solution.host_ms
+    assert m.solution.device_ms == () and m.solution.median_ms == m.solution.host_median_ms
     assert m.speedup is not None and m.speedup.rounds == 3
     stats = timing_stats(m.solution, 2)
     assert stats.method == "cpu" and stats.host_median_ms == stats.median_ms and stats.device_median_ms is None
-    assert stats.input_sets == 2 and stats.host_set_rounds == 3 and stats.sync_floor_ms >= 0
+    assert stats.input_sets == 2 and stats.host_rounds == 3 and stats.count == 3 and stats.sync_floor_ms >= 0
 
 
 def test_timing_config_defaults_and_validation():

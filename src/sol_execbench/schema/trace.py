@@ -58,9 +58,10 @@ class TimingStats(SchemaModel):
     """Where the device time came from: ``device`` (the profiler's activity records, any stream),
     ``events`` (device events on the current stream) or ``cpu`` (the host clock; no device time)."""
     count: int
-    """Timed rounds: each has one call in the device pass and one in the host pass."""
+    """Rounds of the pass that set the latency (device pass, or host pass where ``host_bound``);
+    mean, std, iqr, min and max describe that pass's spans as the rule counts them."""
     median_ms: float
-    """Median latency over the rounds (the rule applied to each round)."""
+    """The latency: the rule applied to the median device and host times (docs/timing.md)."""
     mean_ms: float
     std_ms: float
     iqr_ms: float
@@ -74,15 +75,16 @@ class TimingStats(SchemaModel):
     """Median host span of a call (its start until the device was idle, no profiler), less the
     synchronisation floor."""
     host_bound: Optional[bool] = None
-    """True when the host time, less the launch allowance, exceeded the device time in most rounds."""
-    host_set_rounds: Optional[int] = None
-    """Rounds whose latency the host time set (host time less the allowance above the device time)."""
+    """True when the median host time, less the launch allowance, exceeded the median device time:
+    the host set the latency."""
+    host_rounds: Optional[int] = None
+    """Rounds of the host pass: the device pass's, or more where the host may set the latency."""
     sync_floor_ms: Optional[float] = None
     """Wall time of an empty synchronisation of the idle device, taken off every host span."""
     launch_allowance_ms: Optional[float] = None
     """Host time per call that is free (one launch); see ``timing.launch_allowance_us``."""
     relative_iqr: Optional[float] = None
-    """Interquartile range of the latencies over their median: the spread of the rounds."""
+    """Interquartile range over the median of the spans that set the latency: the spread of the rounds."""
     hold_us: Optional[float] = None
     """Length of the spin kernel queued before each call of the device pass (NVIDIA), 0 without one."""
     input_sets: Optional[int] = None

@@ -10,6 +10,11 @@ import torch
 from sol_execbench.platform import DeviceInfo
 
 _POOL_STEP_BYTES = 256  # shift of each call's data pointer; keeps the alignment kernels expect
+# Each pool starts on this boundary, so call i of the reference and call i of the solution see the
+# same address modulo 2 MiB: a kernel whose speed depends on its inputs' alignment (a 1.5 us add read
+# 4% apart, a GEMM 15 to 19 us, between two identical sides whose pools started at different offsets)
+# meets the same alignments on both sides, round by round.
+_POOL_BASE_ALIGN_BYTES = 2 << 20
 
 
 def flat_view(src: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -43,7 +48,10 @@ class FreshArgs:
                 continue
             _, span = flat_view(v)
             step = max(1, _POOL_STEP_BYTES // v.element_size())
-            self._pools.append((torch.empty(span + (self._slots - 1) * step, dtype=v.dtype, device=v.device), span, step))
+            pool = torch.empty(span + (self._slots - 1) * step + _POOL_BASE_ALIGN_BYTES // v.element_size(),
+                               dtype=v.dtype, device=v.device)
+            base = (-pool.data_ptr() % _POOL_BASE_ALIGN_BYTES) // v.element_size()
+            self._pools.append((pool.narrow(0, base, pool.numel() - base), span, step))
 
     @staticmethod
     def _same_layout(first: list[Any], other: list[Any]) -> bool:
@@ -89,7 +97,7 @@ class FreshArgs:
             offset = (i % self._slots) * step
             flat, _ = flat_view(value)
             buffer.narrow(0, offset, span).copy_(flat)
-            out.append(buffer.as_strided(value.shape, value.stride(), offset))
+            out.append(buffer.as_strided(value.shape, value.stride(), buffer.storage_offset() + offset))
         return out
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..phases import phase
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
-from .rule import LAUNCH_ALLOWANCE_US, call_latency_ms, host_set
-from .statistics import SpeedupInterval, Summary, speedup_interval, summarize
+from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
+from .statistics import SideSpans, SpeedupInterval, Summary, speedup_interval, summarize
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -25,6 +25,10 @@ WARM_DEVICE_GAP_S = 0.25  # a measurement that ended this recently left the cloc
 _last_end: dict[str, float] = {}  # device -> perf_counter() when its last measurement ended
 
 INSTRUMENTS = ("device", "events", "cpu")
+# More host rounds where the host may set a side's latency (see _extra_host_rounds).
+HOST_EXTENSION_SHARE = 0.5  # host time less the allowance above half the device time
+HOST_ROUNDS_FACTOR = 6  # at most this many times the rounds in all
+HOST_EXTENSION_BUDGET_S = 0.5  # and at most this long for the added rounds
 
 
 @dataclass(frozen=True)
@@ -43,14 +47,14 @@ class TimingPlan:
 
 @dataclass(frozen=True)
 class SideMeasurement:
-    """One side's rounds: per round its device span (None on the CPU or where the call launched no
-    device work), host span less the floor, and latency under the rule."""
+    """One side's rounds: its device span per device-pass round (None on the CPU or where the call
+    launched no device work) and its host span per host-pass round, less the floor. Its latency is
+    the rule applied to their medians."""
 
     name: str
     instrument: str  # device | events | cpu
     device_ms: tuple[float | None, ...]
     host_ms: tuple[float, ...]
-    latency_ms: tuple[float, ...]
     sync_floor_ms: float
     allowance_ms: float
     device_call_indices: tuple[int, ...] = ()
@@ -59,21 +63,34 @@ class SideMeasurement:
     hold_us: float = 0.0
 
     @property
+    def spans(self) -> SideSpans:
+        return SideSpans(self.device_ms, self.host_ms, self.allowance_ms)
+
+    @property
     def median_ms(self) -> float:
-        return statistics.median(self.latency_ms)
+        """The side's latency: ``side_latency_ms`` of its median device and host times."""
+        return side_latency_ms(self.device_median_ms(), self.host_median_ms, self.allowance_ms)
 
     @property
-    def summary(self) -> Summary:
-        return summarize(list(self.latency_ms))
-
-    @property
-    def host_set_rounds(self) -> int:
-        return sum(host_set(d, h, self.allowance_ms) if self.instrument != "cpu" else True
-                   for d, h in zip(self.device_ms, self.host_ms))
+    def host_median_ms(self) -> float:
+        return statistics.median(self.host_ms)
 
     @property
     def host_bound(self) -> bool:
-        return 2 * self.host_set_rounds > len(self.latency_ms)
+        return host_set(self.device_median_ms(), self.host_median_ms, self.allowance_ms)
+
+    @property
+    def setting_spans_ms(self) -> tuple[float, ...]:
+        """The spans of the pass that set the latency, as the rule counts them (host spans less the
+        allowance where a device time exists): their median is the latency."""
+        if not self.host_bound:
+            return tuple(d for d in self.device_ms if d is not None)
+        allowance = self.allowance_ms if self.device_median_ms() is not None else 0.0
+        return tuple(h - allowance for h in self.host_ms)
+
+    @property
+    def summary(self) -> Summary:
+        return summarize(list(self.setting_spans_ms))
 
     def device_median_ms(self) -> float | None:
         measured = [d for d in self.device_ms if d is not None]
@@ -120,27 +137,18 @@ def resolve_method(requested: str | None, device: Any) -> tuple[str, str | None]
     return "device", None
 
 
-class _Guarded(SideCalls):
-    """A side whose call failures name the side (the caller tells a broken reference from a broken solution)."""
-
-    def call(self, args: list[Any]) -> None:
-        try:
-            super().call(args)
-        except SideFailed:
-            raise
-        except Exception as exc:
-            raise SideFailed(self.name, exc) from exc
-
-    def warm_call(self, args: list[Any]) -> None:
-        try:
-            super().warm_call(args)
-        except Exception as exc:
-            raise SideFailed(self.name, exc) from exc
-
-
 def _guarded(side: SideCalls) -> SideCalls:
-    guarded = _Guarded(side.name, side.fn, side.fresh, side.keepers, side.region)
-    return guarded
+    """The side, its function wrapped so that whatever it raises names the side (the caller tells a
+    broken reference from a broken solution), on every path that calls it (warm-up, priming, passes)."""
+    fn, name = side.fn, side.name
+
+    def named_failures(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise SideFailed(name, exc) from exc
+
+    return SideCalls(side.name, named_failures, side.fresh, side.keepers, side.region)
 
 
 def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
@@ -179,18 +187,28 @@ def _device_pass(first: str, plan: PassPlan, notes: list[str], suspicious: list[
 
 def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: float) -> SideMeasurement:
     hosts = tuple(max(0.0, h - host.floor_ms) for h in host.spans_ms[name])
-    if device is None:
-        devices: tuple[float | None, ...] = (None,) * len(hosts)
-    else:
-        devices = tuple(device.spans_ms[name])
-    latency = tuple(call_latency_ms(d, h, allowance_ms) if device is not None else h for d, h in zip(devices, hosts))
+    devices: tuple[float | None, ...] = tuple(device.spans_ms[name]) if device is not None else ()
     return SideMeasurement(
         name=name, instrument=device.instrument if device is not None else "cpu", device_ms=devices,
-        host_ms=hosts, latency_ms=latency, sync_floor_ms=host.floor_ms, allowance_ms=allowance_ms,
+        host_ms=hosts, sync_floor_ms=host.floor_ms, allowance_ms=allowance_ms,
         device_call_indices=tuple(device.call_indices[name]) if device is not None else (),
         host_call_indices=tuple(host.call_indices[name]),
         sm_clock_mhz=tuple(device.sm_clock_mhz.get(name, ())) if device is not None else (),
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
+
+
+def _extra_host_rounds(sides: list[SideMeasurement], rounds: int, host_pass_s: float) -> int:
+    """Host-pass rounds to add after the first ``rounds``: none while every side's host time less
+    the allowance stays well under its device time (the host cannot set the latency); otherwise up
+    to ``HOST_ROUNDS_FACTOR`` times as many, as far as ``HOST_EXTENSION_BUDGET_S`` allows. The host
+    median less the allowance is a difference of two larger numbers, so it needs more rounds than a
+    device median for the same precision, and host rounds cost no profiler."""
+    if not any(s.device_median_ms() is not None
+               and s.host_median_ms - s.allowance_ms > HOST_EXTENSION_SHARE * s.device_median_ms() for s in sides):
+        return 0
+    per_round_s = host_pass_s / max(1, rounds)
+    affordable = int(HOST_EXTENSION_BUDGET_S / per_round_s) if per_round_s > 0 else HOST_ROUNDS_FACTOR * rounds
+    return max(0, min((HOST_ROUNDS_FACTOR - 1) * rounds, affordable))
 
 
 def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) -> PairedMeasurement:
@@ -206,13 +224,19 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
     try:
         device = _device_pass(first, passes, notes, suspicious)
         phase("    device pass")
+        began = time.perf_counter()
         host = host_pass(passes)
         phase("    host pass")
+        extra = _extra_host_rounds([_side(s.name, device, host, plan.allowance_ms) for s in sides], plan.rounds,
+                                   time.perf_counter() - began) if device is not None else 0
+        if extra:
+            host_pass(replace(passes, rounds=extra), into=host)
+            phase(f"    host pass: {extra} more round(s)")
     finally:
         _last_end[plan.device.torch_device] = time.perf_counter()
     sol = _side(solution.name, device, host, plan.allowance_ms)
     ref = _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None
-    interval = speedup_interval(list(ref.latency_ms), list(sol.latency_ms)) if ref is not None else None
+    interval = speedup_interval(ref.spans, sol.spans) if ref is not None else None
     warnings = list(device.warnings) if device is not None else []
     if device is not None and device.instrument != first:
         warnings.insert(0, f"timing method '{first}' was not used: {notes[-1]}")

@@ -257,7 +257,6 @@ def _timed(plan: PassPlan, side: SideCalls, body: Callable[[], None]) -> float:
     """Run one call's ``body`` on a synchronised device, then wait for it: the host's wait for the
     device after the call returned, in ms (what the cooldown is sized by)."""
     side.enter_call()
-    began = time.perf_counter_ns()
     body()
     returned = time.perf_counter_ns()
     synchronize(plan.device)
@@ -276,7 +275,7 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
     probe = _ClockProbe(spin, record_function)
     with _session(activities, plan.device.vendor) as session:
         probe.calibrate(plan.device)
-        for r, k, side in plan.schedule():
+        for _, k, side in plan.schedule():
             args = side.arguments()
             result.call_indices[side.name].append(side.fresh.calls_made - 1)
             synchronize(plan.device)  # the copies done: every call starts from the same state

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .rule import side_latency_ms
+
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 _BOOTSTRAP_SEED = 0x5E1  # fixed: the same rounds always give the same interval
@@ -57,23 +59,60 @@ class SpeedupInterval:
         return "parity"
 
 
-def speedup_interval(reference_ms: list[float], solution_ms: list[float], confidence: float = CONFIDENCE,
+@dataclass(frozen=True)
+class SideSpans:
+    """One side's spans (ms) for the rule: device spans per device-pass round (``None`` where a call
+    launched no device work; all ``None`` on the CPU) and host spans per host-pass round, floor
+    already taken off. Round k of one side is paired with round k of the other."""
+
+    device: tuple[float | None, ...]
+    host: tuple[float, ...]
+    allowance_ms: float
+
+    def device_array(self) -> np.ndarray:
+        return np.array([np.nan if d is None else d for d in self.device], dtype=float)
+
+    def latency_ms(self) -> float:
+        measured = [d for d in self.device if d is not None]
+        return side_latency_ms(_stats.median(measured) if measured else None, _stats.median(self.host), self.allowance_ms)
+
+
+def _median_rows(values: np.ndarray, picks: np.ndarray) -> list[float | None]:
+    """Median of each resample (row of ``picks``) over the values that were measured (not NaN)."""
+    if values.size == 0 or np.all(np.isnan(values)):
+        return [None] * len(picks)
+    drawn = values[picks]
+    if not np.isnan(values).any():
+        return list(np.median(drawn, axis=1))
+    return [None if np.all(np.isnan(row)) else float(np.nanmedian(row)) for row in drawn]
+
+
+def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: np.ndarray) -> np.ndarray:
+    devices = _median_rows(side.device_array(), device_picks)
+    hosts = np.median(np.asarray(side.host, dtype=float)[host_picks], axis=1)
+    return np.array([side_latency_ms(d, h, side.allowance_ms) for d, h in zip(devices, hosts)])
+
+
+def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: float = CONFIDENCE,
                      resamples: int = RESAMPLES) -> SpeedupInterval:
-    """The ratio of the medians, and a percentile bootstrap of it over the paired rounds: a
-    resample draws whole rounds, so both sides keep what each round shared (clock, heat, load)."""
-    ref, sol = np.asarray(reference_ms, dtype=float), np.asarray(solution_ms, dtype=float)
-    if ref.shape != sol.shape or ref.size == 0:
-        raise ValueError("paired rounds need as many reference as solution times, at least one")
-    point = float(np.median(ref) / np.median(sol)) if np.median(sol) > 0 else 0.0
-    if ref.size < 2:
-        return SpeedupInterval(point, point, point, confidence, int(ref.size))
+    """The ratio of the two sides' latencies, and a percentile bootstrap of it: a resample draws
+    whole rounds of each pass (the same round numbers for both sides), so both sides keep what
+    each round shared (clock, heat, load)."""
+    if (len(reference.device), len(reference.host)) != (len(solution.device), len(solution.host)) or not reference.host:
+        raise ValueError("paired rounds need as many reference as solution times in each pass, at least one")
+    sol_latency = solution.latency_ms()
+    point = reference.latency_ms() / sol_latency if sol_latency > 0 else 0.0
+    rounds = len(reference.host)
+    if rounds < 2:
+        return SpeedupInterval(point, point, point, confidence, rounds)
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
-    picks = rng.integers(0, ref.size, size=(resamples, ref.size))
-    sol_medians = np.median(sol[picks], axis=1)
-    ratios = np.median(ref[picks], axis=1) / np.where(sol_medians > 0, sol_medians, np.nan)
+    device_picks = rng.integers(0, max(1, len(reference.device)), size=(resamples, len(reference.device)))
+    host_picks = rng.integers(0, rounds, size=(resamples, rounds))
+    sol = _resampled_latencies(solution, device_picks, host_picks)
+    ratios = _resampled_latencies(reference, device_picks, host_picks) / np.where(sol > 0, sol, np.nan)
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
-        return SpeedupInterval(point, point, point, confidence, int(ref.size))
+        return SpeedupInterval(point, point, point, confidence, rounds)
     tail = (1.0 - confidence) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
-    return SpeedupInterval(point, float(min(low, point)), float(max(high, point)), confidence, int(ref.size))
+    return SpeedupInterval(point, float(min(low, point)), float(max(high, point)), confidence, rounds)

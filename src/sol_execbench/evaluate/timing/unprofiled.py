@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .calls import SideCalls, flush, synchronize
+from .calls import flush, synchronize
 from .profiled import PassPlan, cool_down
 
 FLOOR_SAMPLES = 21
@@ -54,8 +54,10 @@ def host_span_ms(device: Any, call: Callable[[], Any]) -> tuple[Any, float, floa
     return result, (ended - began) / 1e6, (ended - returned) / 1e6
 
 
-def host_pass(plan: PassPlan) -> HostPass:
-    result = HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
+def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
+    """The rounds of ``plan`` without a profiler; appended to ``into`` (same floor) when given."""
+    result = into if into is not None else HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides},
+                                                    {s.name: [] for s in plan.sides})
     for _, _, side in plan.schedule():
         args = side.arguments()
         result.call_indices[side.name].append(side.fresh.calls_made - 1)
