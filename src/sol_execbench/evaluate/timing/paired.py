@@ -28,7 +28,7 @@ INSTRUMENTS = ("device", "events", "cpu")
 # More host rounds where the host may set a side's latency (see _extra_host_rounds).
 HOST_EXTENSION_SHARE = 0.5  # host time less the allowance above half the device time
 HOST_ROUNDS_FACTOR = 6  # at most this many times the rounds in all
-HOST_EXTENSION_BUDGET_S = 0.5  # and at most this long for the added rounds
+HOST_EXTENSION_BUDGET_S = 0.25  # and at most this long for the added rounds
 
 
 @dataclass(frozen=True)
