@@ -113,13 +113,20 @@ def test_two_runs_on_one_output_keep_every_line(tmp_path: Path):
     assert len(traces) == 4 and [t["workload"]["uuid"] for t in traces] == ["w0-8", "w1-16"] * 2
 
 
-@pytest.mark.parametrize("name", ["definition.json", "workload.jsonl", "solution.json", "light.json"])
+@pytest.mark.parametrize("name", ["definition.json", "workload.jsonl", "solution.json", "light.json", "kernel.py"])
 def test_output_naming_an_input_is_refused(tmp_path: Path, name: str):
     problem = _problem(tmp_path, "def run(a, b):\n    return a + b\n", sizes=(8,))
+    # The solution's source is read from kernel.py beside it (empty content): an input too.
+    sol = json.loads((problem / "solution.json").read_text())
+    (problem / "kernel.py").write_text(sol["sources"][0]["content"])
+    sol["sources"][0]["content"] = ""
+    (problem / "solution.json").write_text(json.dumps(sol))
     before = (problem / name).read_bytes()
     run = _start(tmp_path, problem, problem / name)
     _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 2 and "is an input of this run" in stderr and "Traceback" not in stderr
+    assert run.returncode == 2 and "Traceback" not in stderr, stderr
+    assert stderr.count("\n") == 1 and f"--output {problem / name} is an input of this run" in stderr
+    assert "give another file" in stderr
     assert (problem / name).read_bytes() == before
 
 
