@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from .problems import LIGHT_CONFIG  # noqa: F401  (imported from here by other tests)
+
 DATA = Path(__file__).parent / "data"
 CONFORMANCE = DATA / "conformance"
-from .problems import LIGHT_CONFIG  # noqa: F401  (imported from here by older tests)
 
 
 def _gpu_available() -> bool:
