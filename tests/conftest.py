@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .problems import LIGHT_CONFIG  # noqa: F401  (imported from here by other tests)
+from .problems import LIGHT_CONFIG
 
 DATA = Path(__file__).parent / "data"
 CONFORMANCE = DATA / "conformance"

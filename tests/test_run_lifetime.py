@@ -12,17 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .problems import (
-    KILLS_PARENT,
-    cli_problem,
-    kill_after_first_trace,
-    poll_until,
-    process_alive,
-    run_processes,
-    staging_left,
-    start_cli,
-    trace_lines,
-)
+from .problems import (KILLS_PARENT, cli_problem, kill_after_first_trace, poll_until, process_alive, run_processes,
+                       staging_left, start_cli, trace_lines)
 
 
 def _start(tmp_path: Path, problem: Path, out: Path, *extra: str) -> subprocess.Popen:

@@ -16,17 +16,8 @@ from sol_execbench.evaluate.warm_pool import pool_status
 from sol_execbench.platform.host import session_processes
 from sol_execbench.platform.lifetime import child_pids
 
-from .problems import (
-    KILLS_PARENT,
-    cli_problem,
-    kill_after_first_trace,
-    poll_until,
-    process_alive,
-    run_processes,
-    staging_left,
-    start_cli,
-    trace_lines,
-)
+from .problems import (KILLS_PARENT, cli_problem, kill_after_first_trace, poll_until, process_alive, run_processes,
+                       staging_left, start_cli, trace_lines)
 
 _register()
 
