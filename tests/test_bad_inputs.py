@@ -29,8 +29,14 @@ def problem(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("sources, words", [
     ([{"path": "a\0b.py", "content": "x"}], "NUL byte"),
     ([{"path": "k" * 300 + ".py", "content": "x"}], "longer than 255 bytes"),
-    ([{"path": ".", "content": "x"}], "'.' component"),
-    ([{"path": "a//b.py", "content": "x"}], "empty or '.' component"),
+    ([{"path": ".", "content": "x"}], "names a folder"),
+    ([{"path": "./", "content": "x"}], "empty component"),
+    ([{"path": "a/.", "content": "x"}], "names a folder"),
+    ([{"path": "a//b.py", "content": "x"}], "empty component"),
+    ([{"path": "a/b.py/", "content": "x"}], "empty component"),
+    ([{"path": "./../b.py", "content": "x"}], "must not contain '..'"),
+    ([{"path": "/etc/b.py", "content": "x"}], "must be relative"),
+    ([{"path": "./kernel.py", "content": "x"}], "appears twice"),
     ([{"path": "a", "content": "x"}, {"path": "a/kernel.py", "content": "x"}], "both a file and the folder"),
 ])
 def test_bad_source_paths(problem: Path, sources, words):
@@ -39,8 +45,47 @@ def test_bad_source_paths(problem: Path, sources, words):
     (problem / "solution.json").write_text(json.dumps(sol))
     result = _invoke(str(problem))
     assert result.exit_code == 2, result.output
-    assert words in result.output and "solution.json" in result.output
+    assert words in result.output and "solution.json" in result.output and "sources." in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_source_path_outside_the_solution_is_refused_before_it_is_read(problem: Path):
+    """An empty ``content`` is read from beside the solution; '../' would read a file of someone else's."""
+    sol = solution(ADD)
+    sol["sources"].append({"path": "../secret.py", "content": ""})
+    (problem.parent / "secret.py").write_text("x = 1\n")
+    (problem / "solution.json").write_text(json.dumps(sol))
+    result = _invoke(str(problem))
+    assert result.exit_code == 2 and "field 'sources.1.path'" in result.output and "'..'" in result.output
+
+
+# The entry file checks where it was staged: the normalised path, no '.' component left in it.
+STAGED_AT = """import os
+
+def run(a, b):
+    if "/./" in __file__ or not __file__.endswith(os.sep + {expected!r}.replace("/", os.sep)):
+        raise RuntimeError("staged at " + __file__)
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("written, entry, expected", [
+    ("./kernel.py", "./kernel.py", "kernel.py"),
+    ("./kernel.py", "kernel.py", "kernel.py"),
+    ("sub/./kernel.py", "sub/kernel.py", "sub/kernel.py"),
+    ("./sub/kernel.py", "./sub/./kernel.py", "sub/kernel.py"),
+])
+def test_dot_components_are_accepted_and_normalised(problem: Path, light_config: Path, cpu_timing,
+                                                    written: str, entry: str, expected: str):
+    sol = solution(STAGED_AT.format(expected=expected))
+    sol["sources"] = [{"path": written, "content": ""}]  # read from the file beside the solution
+    sol["spec"]["entry_point"] = f"{entry}::run"
+    (problem / expected).parent.mkdir(parents=True, exist_ok=True)
+    (problem / expected).write_text(STAGED_AT.format(expected=expected))
+    (problem / "solution.json").write_text(json.dumps(sol))
+    result = _invoke(str(problem), "--config", str(light_config), "--device", "cpu", "--no-warm-pool", "--json")
+    assert result.exit_code == 0, result.output
+    assert '"status":"PASSED"' in result.output
 
 
 @pytest.mark.parametrize("name", ["definition.json", "workload.jsonl"])

@@ -19,7 +19,6 @@ from sol_execbench.evaluate.runner import no_trace_dir, prune_no_trace_dir, safe
 
 from .conftest import LIGHT_CONFIG
 from .problems import add_definition, solution, workloads
-from .test_warm_pool import warm_pool  # noqa: F401  (fixture)
 
 # Writes a line to each stream, then leaves during import: no trace can come from the child.
 TWO_STREAMS_THEN_EXIT = ("import os, sys\nprint('line on stdout')\nprint('line on stderr', file=sys.stderr)\n"
@@ -144,7 +143,7 @@ def test_tail_is_bounded_and_counts_a_last_unterminated_line(tmp_path):
     assert tail(tmp_path / "missing") == ("", 0)
 
 
-def test_the_warm_pool_keeps_the_streams_apart_too(warm_pool, tmp_path):  # noqa: F811
+def test_the_warm_pool_keeps_the_streams_apart_too(warm_pool, tmp_path):
     out = tmp_path / "traces.jsonl"
     logs: list[str] = []
     evaluate(add_definition(), workloads(8), solution(TWO_STREAMS_THEN_EXIT), LIGHT_CONFIG, output_path=out,

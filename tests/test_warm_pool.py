@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
-
 import pytest
 
 from sol_execbench import evaluate
-from sol_execbench.evaluate.warm_pool import pool_status, start_pool, stop_pool
 
 from .conftest import LIGHT_CONFIG
 from .problems import add_definition, solution, workloads
-
-
-@pytest.fixture
-def warm_pool(monkeypatch, cpu_timing):
-    # A pool of this test's own, in a short directory: Unix socket paths are limited to 107 bytes.
-    runtime = tempfile.mkdtemp(prefix="sxw", dir="/tmp")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    monkeypatch.setenv("SOL_EXECBENCH_PHASE_LOG", "1")
-    proc = start_pool(None, spares=1, idle_timeout_s=120)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        status = pool_status(None)
-        if status and status["warm"] >= 1:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("the warm pool did not get ready")
-    yield
-    stop_pool(None)
-    proc.wait(timeout=30)
-    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _logs():

@@ -1,59 +1,77 @@
-"""The warm pool's children die with it; `worker stop` says whether a pool was running."""
+"""The warm pool's children die with it; `worker stop` says whether a pool was running; a CLI killed
+while a warm child runs its job keeps its finished traces and leaves the pool serving; a solution
+that kills its parent (the pool) gets a trace and leaves no warm child behind."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
-import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from sol_execbench.cli.main import _register, cli
-from sol_execbench.evaluate.warm_pool import pool_status, start_pool, stop_pool
+from sol_execbench.evaluate.warm_pool import pool_status
+from sol_execbench.platform.host import session_processes
 from sol_execbench.platform.lifetime import child_pids
 
-from .problems import process_alive
+from .problems import (KILLS_PARENT, cli_problem, kill_after_first_trace, poll_until, process_alive, run_processes,
+                       staging_left, start_cli, trace_lines)
 
 _register()
 
 
-@pytest.fixture
-def pool(monkeypatch, cpu_timing):
-    runtime = tempfile.mkdtemp(prefix="sxl", dir="/tmp")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    proc = start_pool(None, spares=1, idle_timeout_s=120)
-    deadline = time.monotonic() + 90
-    while not ((status := pool_status(None)) and status["warm"] >= 1):
-        if time.monotonic() > deadline:
-            pytest.fail("the warm pool did not get ready")
-        time.sleep(0.1)
-    yield proc
-    stop_pool(None)
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=30)
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def test_kill_9_of_the_pool_ends_its_warm_children(pool):
-    children = child_pids(pool.pid)
+def test_kill_9_of_the_pool_ends_its_warm_children(warm_pool):
+    children = child_pids(warm_pool.pid)
     assert children
-    os.kill(pool.pid, signal.SIGKILL)
-    pool.wait(timeout=10)
-    deadline = time.monotonic() + 5
-    while any(process_alive(pid) for pid in children) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(process_alive(pid) for pid in children), "a warm child outlived its pool"
+    os.kill(warm_pool.pid, signal.SIGKILL)
+    warm_pool.wait(timeout=10)
+    assert poll_until(lambda: not any(process_alive(pid) for pid in children), 5.0), "a warm child outlived its pool"
     result = CliRunner().invoke(cli, ["worker", "stop"])
     assert "no warm pool was running" in result.output
 
 
-def test_worker_stop_says_whether_a_pool_was_running(pool):
+def test_worker_stop_says_whether_a_pool_was_running(warm_pool):
     first = CliRunner().invoke(cli, ["worker", "stop"])
     assert "stopped the warm pool" in first.output
-    pool.wait(timeout=30)
+    warm_pool.wait(timeout=30)
     second = CliRunner().invoke(cli, ["worker", "stop"])
     assert "no warm pool was running" in second.output
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGKILL, -9), (signal.SIGTERM, 143)])
+def test_kill_of_the_cli_during_a_warm_evaluation(tmp_path: Path, warm_cpu_pool, signum: int, code: int):
+    """The finished trace stays, the warm child that ran the job ends, the pool keeps serving."""
+    run, child, parent, stderr = kill_after_first_trace(tmp_path, tmp_path / "out.jsonl", signum)
+    assert run.returncode == code, stderr
+    assert parent == warm_cpu_pool.pid, "the job did not run in a warm child"
+    # The warm child and all it started end (its channel's reader is gone); nothing of the run stays.
+    assert poll_until(lambda: not session_processes(child), 5.0), "the warm child outlived the CLI"
+    assert poll_until(lambda: run_processes(str(tmp_path / "tmp")) == [], 5.0), run_processes(str(tmp_path / "tmp"))
+    assert poll_until(lambda: staging_left(tmp_path) == [], 5.0), staging_left(tmp_path)
+    # The pool keeps serving: the next evaluation takes a warm child of it and passes.
+    assert warm_cpu_pool.poll() is None and pool_status("cpu")
+    again = start_cli(tmp_path, cli_problem(tmp_path, "def run(a, b):\n    return a + b\n", sizes=(8,)),
+                      tmp_path / "again.jsonl", "-v")
+    _, stderr = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr
+    assert "took the job from the warm pool" in stderr
+
+
+def test_a_solution_that_kills_the_pool_gets_a_trace_and_no_warm_child_stays(tmp_path: Path, warm_cpu_pool):
+    """Through the pool the child's parent is the pool itself: the solution ends it. The CLI
+    survives with a trace naming what happened, the other workloads still run, and the pool's
+    other warm children end with it (their pipe from the pool closes)."""
+    problem = cli_problem(tmp_path, KILLS_PARENT, sizes=(8, 64, 16))
+    out = tmp_path / "out.jsonl"
+    pool_marker = os.environ["XDG_RUNTIME_DIR"]  # every process of this pool inherits it
+    run = start_cli(tmp_path, problem, out)
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 1 and "Traceback" not in stderr, stderr
+    traces = {t["workload"]["uuid"]: t["evaluation"] for t in trace_lines(out)}
+    assert traces["w0-8"]["status"] == "PASSED" and traces["w2-16"]["status"] == "PASSED", traces
+    assert traces["w1-64"]["status"] == "RUNTIME_ERROR"
+    assert "warm pool" in traces["w1-64"]["log"] and "parent" in traces["w1-64"]["log"], traces["w1-64"]["log"]
+    warm_cpu_pool.wait(timeout=10)
+    assert poll_until(lambda: run_processes(pool_marker) == [], 5.0), run_processes(pool_marker)

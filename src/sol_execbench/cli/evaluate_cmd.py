@@ -99,7 +99,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
     sink = _open_output(output, [*paths, *([config_path] if config_path else []),
-                                 paths[0].parent / "config.json"], problem, err)
+                                 paths[0].parent / "config.json", *problem.source_files], problem, err)
 
     def on_trace(trace) -> None:
         line = trace.model_dump_json()

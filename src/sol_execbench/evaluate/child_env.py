@@ -8,6 +8,9 @@ import os
 from sol_execbench.platform.host import use_bytecode_cache
 
 ALLOC_CONF = "expandable_segments:True"
+# The staging folder to remove when the command line dies without removing it (SIGKILL): by the
+# supervisor of a fresh child, by the pool for a warm one.
+STAGING_CLEANUP_ENV = "SOL_EXECBENCH_STAGING_CLEANUP"
 
 
 def child_environment(extra: dict[str, str]) -> dict[str, str]:

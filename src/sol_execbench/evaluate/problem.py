@@ -26,6 +26,7 @@ class Problem:
     config: BenchmarkConfig
     warnings: list[str] = field(default_factory=list)
     definition_path: Path | None = None
+    source_files: list[Path] = field(default_factory=list)  # read from beside the solution JSON
 
 
 def resolve_paths(problem_dir: Path | None, definition: Path | None, workload: Path | None,
@@ -73,7 +74,7 @@ def load_problem(definition_path: Path, workload_path: Path, solution_path: Path
         if unknown:
             raise UsageProblem(f"--only {', '.join(unknown)}: no such workload uuid in {workload_path}")
         workloads = [w for w in workloads if w.uuid in set(only)]
-    return Problem(definition, workloads, solution, config, notes.warnings, definition_path)
+    return Problem(definition, workloads, solution, config, notes.warnings, definition_path, notes.source_files)
 
 
 def layered_config(definition_path: Path | None, override: Path | dict[str, Any] | BenchmarkConfig | None,

@@ -16,15 +16,13 @@ from typing import Any, Callable
 from sol_execbench.platform.host import SessionWatch, kill_session
 
 from .channel import FD_ENV, KEY_ENV, new_key, read_messages
-from .child_env import ALLOC_CONF, child_environment  # noqa: F401  (ALLOC_CONF: re-exported)
-from .warm_pool import hand_job, take_warm_child, wait_exit_code
+from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment  # noqa: F401  (re-exported)
+from .warm_pool import hand_job, pool_answers, take_warm_child, wait_exit_code
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
 SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
-# The folder the supervisor removes when the command line dies without removing it (SIGKILL).
-STAGING_CLEANUP_ENV = "SOL_EXECBENCH_STAGING_CLEANUP"
 _POLL_S = 0.05
 
 
@@ -39,7 +37,7 @@ class ChildRun:
     memory_exceeded_bytes: int | None = None
     wall_s: float = 0.0
     warm: bool = False  # the child came from the warm pool
-    parent_killed: bool = False  # the supervisor (the child's parent) was SIGKILLed: the solution signalled it
+    parent_killed: bool = False  # the child's parent (supervisor, or the warm pool) died: the solution signalled it
 
 
 def _session_rss_bytes(watch: SessionWatch) -> int:
@@ -65,6 +63,7 @@ class _WarmProcess:
 
     def __init__(self, child: Any):
         self.child, self.pid, self.returncode = child, child.pid, None
+        self.pool_died = False  # the pool (the child's parent) was gone when the child ended
 
     def poll(self) -> int | None:
         try:
@@ -75,6 +74,7 @@ class _WarmProcess:
         if state in (b"Z", b"X"):
             code = wait_exit_code(self.child, timeout=5)
             self.returncode = code if code is not None else -signal.SIGKILL
+            self.pool_died = code is None and not pool_answers(self.child)
         return self.returncode
 
     def wait(self) -> int | None:
@@ -156,7 +156,9 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
     run.returncode = proc.returncode
-    if not run.warm:  # the supervisor's exit: 137 is the child killed by SIGKILL, -9 the supervisor itself
+    if run.warm:  # the pool died under its handed-out child: a solution that signals its parent ends the pool
+        run.parent_killed = getattr(proc, "pool_died", False) and not run.timed_out and run.memory_exceeded_bytes is None
+    else:  # the supervisor's exit: 137 is the child killed by SIGKILL, -9 the supervisor itself
         if run.returncode == 128 + signal.SIGKILL:
             run.returncode = -signal.SIGKILL
         elif run.returncode == -signal.SIGKILL and not run.timed_out and run.memory_exceeded_bytes is None:
@@ -179,6 +181,9 @@ def describe_exit(run: ChildRun) -> str:
     if run.memory_exceeded_bytes is not None:
         return f"host memory limit exceeded ({run.memory_exceeded_bytes / 2**30:.2f} GiB resident): the child was stopped"
     code = run.returncode
+    if run.parent_killed and run.warm:
+        return ("the evaluation child's parent process, the warm pool, died during the evaluation (the solution "
+                "signals its parent, or the system's out-of-memory killer ended it), and the child with it")
     if run.parent_killed:
         return ("the evaluation child's parent process was killed by SIGKILL (the solution signals its parent, or the "
                 "system's out-of-memory killer ended it), and the child with it")

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,7 +34,7 @@ from typing import Any
 import sol_execbench
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
-from .child_env import ALLOC_CONF, child_environment
+from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment
 
 # Variables read when torch starts; a warm child made under other values would differ.
 STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
@@ -113,8 +114,9 @@ def take_warm_child(device: str | None, env: dict[str, str], wait_s: float = 20.
     server = server_socket_path(device)
     if not server.exists():
         return None
-    reply = _request(server, {"op": "take", "fingerprint": startup_fingerprint(env, device), "wait_s": wait_s},
-                     timeout=wait_s + 5)
+    # The staging folder the pool removes if this process dies (SIGKILL) before it can.
+    reply = _request(server, {"op": "take", "fingerprint": startup_fingerprint(env, device), "wait_s": wait_s,
+                              "pid": os.getpid(), "staging": env.get(STAGING_CLEANUP_ENV)}, timeout=wait_s + 5)
     if not reply or not reply.get("ok"):
         return None
     return WarmChild(pid=int(reply["pid"]), socket_path=reply["socket"], server=server)
@@ -137,6 +139,11 @@ def wait_exit_code(child: WarmChild, timeout: float) -> int | None:
     """Exit status of a handed-out child, as the server (its parent) saw it."""
     reply = _request(child.server, {"op": "wait", "pid": child.pid, "timeout": timeout}, timeout=timeout + 5)
     return None if not reply or reply.get("returncode") is None else int(reply["returncode"])
+
+
+def pool_answers(child: WarmChild) -> bool:
+    """Whether the pool that handed out ``child`` still answers."""
+    return _request(child.server, {"op": "status"}, timeout=2) is not None
 
 
 def pool_status(device: str | None) -> dict[str, Any] | None:
@@ -166,6 +173,7 @@ class PoolServer:
         self.fingerprint = startup_fingerprint(dict(os.environ), device)
         self.waiting: list[tuple[subprocess.Popen, str]] = []  # warming or warm, not yet handed out
         self.handed: dict[int, subprocess.Popen] = {}
+        self.cleanups: dict[int, tuple[int, str]] = {}  # handed pid -> (taker's pid, its staging folder)
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
@@ -200,6 +208,9 @@ class PoolServer:
                     if proc.poll() is None and os.path.exists(path):
                         self.waiting.remove(item)
                         self.handed[proc.pid] = proc
+                        staging = request.get("staging")
+                        if isinstance(staging, str) and isinstance(request.get("pid"), int):
+                            self.cleanups[proc.pid] = (request["pid"], staging)
                         return {"ok": True, "pid": proc.pid, "socket": path}
             self._replenish()
             time.sleep(0.02)
@@ -273,8 +284,21 @@ class PoolServer:
 
     def _reap(self) -> None:
         for pid, proc in list(self.handed.items()):
+            if proc.poll() is not None:
+                self._clean_after(pid)
             if proc.poll() is not None and time.monotonic() - self.last_request > 60:
                 self.handed.pop(pid, None)
+
+    def _clean_after(self, pid: int) -> None:
+        """A handed-out child ended: if the evaluation that took it is gone too (killed by SIGKILL,
+        it removed nothing), remove its staging folder. Only a folder of the evaluation's own
+        making: named ``sol-execbench-*``, holding its job file."""
+        taker, staging = self.cleanups.pop(pid, (0, ""))
+        if not staging or _alive(taker):
+            return
+        folder = Path(staging)
+        if folder.name.startswith("sol-execbench-") and (folder / "job.json").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _shutdown(self, path: Path) -> None:
         self.stopping = True
@@ -286,6 +310,14 @@ class PoolServer:
             proc.wait()
             Path(sock).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from .base import FieldError, UnknownKey, closest_name, unknown_keys
 from .config import BenchmarkConfig
 from .definition import AxisVar, Definition
-from .solution import Solution
+from .solution import Solution, normalise_source_path
 from .workload import CustomInput, Workload
 
 M = TypeVar("M", bound=BaseModel)
@@ -33,6 +33,7 @@ class Loaded:
     """Warnings gathered while loading (unknown keys, name mismatches)."""
 
     warnings: list[str] = field(default_factory=list)
+    source_files: list[Path] = field(default_factory=list)  # solution sources read from disk (empty content)
 
 
 def _describe_validation(err: ValidationError) -> str:
@@ -159,7 +160,11 @@ def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
     if isinstance(data, dict) and isinstance(data.get("sources"), list):
         for i, src in enumerate(data["sources"]):
             if isinstance(src, dict) and not src.get("content") and isinstance(src.get("path"), str):
-                beside = path.parent / src["path"]
+                try:  # checked before anything is read: a path like '../x' names no file of the solution
+                    relative = normalise_source_path(src["path"])
+                except ValueError as exc:
+                    raise FormatError(path, f"field 'sources.{i}.path': {exc}") from None
+                beside = path.parent / relative
                 if not beside.is_file():
                     raise FormatError(
                         path, f"field 'sources.{i}.content' is empty and {beside} does not exist to fill it"
@@ -168,6 +173,8 @@ def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
                     src["content"] = _read_text(beside)
                 except FormatError as exc:
                     raise FormatError(path, f"field 'sources.{i}.content' is empty and {beside} {exc.message}") from None
+                if notes is not None:
+                    notes.source_files.append(beside)
     return validate(Solution, data, path, "solution", notes)
 
 

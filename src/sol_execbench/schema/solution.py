@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import NonEmptyString, SchemaModel
+from .base import FieldError, NonEmptyString, SchemaModel
 
 
 class Language(str, Enum):
@@ -46,6 +46,29 @@ NATIVE_LANGUAGES = frozenset(set(Language) - PYTHON_LANGUAGES)
 _NATIVE_SUFFIXES = {".cu", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cuh", ".hip"}
 
 
+def normalise_source_path(path: str) -> str:
+    """A source path as the plain relative path it names: ``./kernel.py`` and ``a/./b.py`` are
+    ``kernel.py`` and ``a/b.py`` (so that two spellings of one file are one source, and the staged
+    file lands where the entry point says). Refused: NUL, absolute paths, ``..``, empty components
+    (``a//b``, a trailing ``/``), a path that names a folder (``.``, ``a/.``) and components longer
+    than a file name may be. Backslashes are separators, as on the system that wrote them."""
+    if "\0" in path:
+        raise ValueError(f"source path {path!r} contains a NUL byte")
+    unified = path.replace("\\", "/")
+    parts = unified.split("/")
+    if unified.startswith("/") or ":" in parts[0]:
+        raise ValueError(f"source path '{path}' must be relative")
+    if "" in parts:
+        raise ValueError(f"source path '{path}' has an empty component: give a file path like 'kernel.py'")
+    if parts[-1] == ".":
+        raise ValueError(f"source path '{path}' names a folder ('.'): give a file path like 'kernel.py'")
+    if any(len(part.encode()) > 255 for part in parts):
+        raise ValueError(f"source path '{path[:60]}...' has a component longer than 255 bytes (the file system's limit)")
+    if ".." in parts:
+        raise ValueError(f"source path '{path}' must not contain '..'")
+    return "/".join(part for part in parts if part != ".")
+
+
 class Binding(str, Enum):
     TORCH = "torch"
 
@@ -59,20 +82,7 @@ class SourceFile(SchemaModel):
     @field_validator("path")
     @classmethod
     def _safe_relative(cls, path: str) -> str:
-        if "\0" in path:
-            raise ValueError(f"source path {path!r} contains a NUL byte")
-        parts = PurePosixPath(path.replace("\\", "/"))
-        if parts.is_absolute() or path.startswith(("/", "\\")) or (parts.parts and ":" in parts.parts[0]):
-            raise ValueError(f"source path '{path}' must be relative")
-        # PurePosixPath drops '.' and empty components; they name no file of their own.
-        raw = path.replace("\\", "/").split("/")
-        if any(part in ("", ".") for part in raw):
-            raise ValueError(f"source path '{path}' has an empty or '.' component: give a file path like 'kernel.py'")
-        if any(len(part.encode()) > 255 for part in raw):
-            raise ValueError(f"source path '{path[:60]}...' has a component longer than 255 bytes (the file system's limit)")
-        if ".." in parts.parts:
-            raise ValueError(f"source path '{path}' must not contain '..'")
-        return path
+        return normalise_source_path(path)
 
 
 class CompileOptions(SchemaModel):
@@ -102,6 +112,9 @@ class BuildSpec(SchemaModel):
     def _check(self) -> "BuildSpec":
         if self.entry_point.count("::") != 1:
             raise ValueError(f"entry_point '{self.entry_point}' must look like 'file::function'")
+        # Spelled as the sources are ('./kernel.py::run' names the source 'kernel.py').
+        entry_file, symbol = self.entry_point.split("::")
+        self.entry_point = f"{normalise_source_path(entry_file)}::{symbol}"
         native = [lang.value for lang in self.languages if lang in NATIVE_LANGUAGES]
         python = [lang.value for lang in self.languages if lang in PYTHON_LANGUAGES]
         if native and python:
@@ -137,15 +150,16 @@ class Solution(SchemaModel):
 
     @model_validator(mode="after")
     def _check_sources(self) -> "Solution":
-        seen: set[str] = set()
-        for src in self.sources:
+        seen: dict[str, int] = {}
+        for i, src in enumerate(self.sources):
             if src.path in seen:
-                raise ValueError(f"source path '{src.path}' appears twice")
-            seen.add(src.path)
+                raise FieldError(f"sources.{i}.path", f"source path '{src.path}' appears twice (also sources.{seen[src.path]})")
+            seen[src.path] = i
         folders = {str(parent) for p in seen for parent in PurePosixPath(p).parents if str(parent) != "."}
-        clash = sorted(seen & folders)
+        clash = sorted(set(seen) & folders)
         if clash:
-            raise ValueError(f"source path '{clash[0]}' is both a file and the folder of another source: rename one")
+            raise FieldError(f"sources.{seen[clash[0]]}.path",
+                             f"source path '{clash[0]}' is both a file and the folder of another source: rename one")
         if self.spec.entry_file not in seen:
             raise ValueError(f"entry file '{self.spec.entry_file}' is not among the sources {sorted(seen)}")
         return self
