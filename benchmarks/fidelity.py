@@ -48,9 +48,9 @@ import torch  # noqa: E402
 
 from fidelity_cases import CASES, PLAIN_LOOP_CASES  # noqa: E402
 from fidelity_ncu import ncu_child, ncu_ground_truth, parse_ncu_csv, parse_ncu_gpc_ms  # noqa: E402,F401
-from sol_execbench.evaluate.clock_watch import device_uuid  # noqa: E402
-from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, activity, cupti_tsc, measure  # noqa: E402
-from sol_execbench.evaluate.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
+from sol_execbench.evaluate.child.clock_watch import device_uuid  # noqa: E402
+from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, activity, cupti_tsc, measure  # noqa: E402
+from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.platform.clocks import ClockReader  # noqa: E402
 from sol_execbench.schema import TimingConfig  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from fidelity_cases import CASES
-from sol_execbench.evaluate.timing import L2Flusher
+from sol_execbench.evaluate.child.timing import L2Flusher
 from sol_execbench.platform import current
 
 NCU_RANGE = "sol_call"  # only kernels inside this NVTX range are profiled

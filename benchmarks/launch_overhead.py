@@ -26,10 +26,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from sol_execbench.evaluate.timing import L2Flusher  # noqa: E402
-from sol_execbench.evaluate.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
-from sol_execbench.evaluate.timing.profiled import cool_down  # noqa: E402
-from sol_execbench.evaluate.timing.unprofiled import host_span_ms, sync_floor_ms  # noqa: E402
+from sol_execbench.evaluate.child.timing import L2Flusher  # noqa: E402
+from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
+from sol_execbench.evaluate.child.timing.profiled import cool_down  # noqa: E402
+from sol_execbench.evaluate.child.timing.unprofiled import host_span_ms, sync_floor_ms  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.schema import TimingConfig  # noqa: E402
 

@@ -55,7 +55,7 @@ def _warm_pool(monkeypatch, device: str | None):
     """A warm pool of the test's own (one spare) for ``device``, in a short runtime directory (Unix
     socket paths are limited to 107 bytes) that also marks its processes' environment; yields the
     server process."""
-    from sol_execbench.evaluate.warm_pool import pool_status, start_pool, stop_pool
+    from sol_execbench.evaluate.parent.warm_pool import pool_status, start_pool, stop_pool
 
     runtime = tempfile.mkdtemp(prefix="sxw", dir="/tmp")
     monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)

@@ -1,4 +1,4 @@
-"""The audited calls' input sets (evaluate/input_bank.py): content comparison and scaled-down copies,
+"""The audited calls' input sets (evaluate/child/input_bank.py): content comparison and scaled-down copies,
 for every dtype the formats allow, strided layouts included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sol_execbench.evaluate.input_bank import same_contents, scaled_down
+from sol_execbench.evaluate.child.input_bank import same_contents, scaled_down
 
 
 def test_contents_compare_byte_for_byte():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from sol_execbench.evaluate.inputs import InputError, blob_roots, load_blobs, resolve_blob
+from sol_execbench.evaluate.child.inputs import InputError, blob_roots, load_blobs, resolve_blob
 from sol_execbench.schema import Definition, Workload
 
 from .problems import add_definition

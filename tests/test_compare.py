@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from sol_execbench.evaluate.correctness import compare
+from sol_execbench.evaluate.child.correctness import compare
 from sol_execbench.schema import ToleranceSpec
 
 TOL = ToleranceSpec(max_atol=1e-2, max_rtol=1e-2, required_matched_ratio=0.99)

@@ -25,8 +25,8 @@ FRESH = {"use_warm_pool": False}
 def _context(tmp_path: Path, code: str, definition: dict | None = None, dump_dir: Path | None = None,
              rounds: int = 1):
     """A Context built in this process (no child), as the child builds it."""
-    from sol_execbench.evaluate import guards
-    from sol_execbench.evaluate.calls import Context
+    from sol_execbench.evaluate.child import guards
+    from sol_execbench.evaluate.child.calls import Context
     from sol_execbench.platform import current
     from sol_execbench.schema import BenchmarkConfig, BuildRecord, Definition, Environment
 
@@ -89,8 +89,8 @@ def test_a_solution_that_stops_computing_once_timed_is_dumped_from_its_audited_c
 
 def test_a_verdict_carrying_evidence_from_timing_is_dumped(tmp_path: Path, monkeypatch):
     """measure.py raises such verdicts for the audited timed call, whose inputs came from a secret seed."""
-    from sol_execbench.evaluate import workload_eval
-    from sol_execbench.evaluate.calls import FailureEvidence, Verdict
+    from sol_execbench.evaluate.child import workload_eval
+    from sol_execbench.evaluate.child.calls import FailureEvidence, Verdict
     from sol_execbench.schema import Correctness, EvaluationStatus as S
 
     a, b = torch.randn(16), torch.randn(16)
@@ -118,7 +118,7 @@ def test_a_verdict_carrying_evidence_from_timing_is_dumped(tmp_path: Path, monke
 
 
 def test_evidence_from_check_names_the_worst_element(tmp_path: Path):
-    from sol_execbench.evaluate.calls import FailureEvidence, compare_outputs
+    from sol_execbench.evaluate.child.calls import FailureEvidence, compare_outputs
 
     ctx = _context(tmp_path, ADD)
     ref = torch.zeros(4, 5)
@@ -147,7 +147,7 @@ def test_unwritable_dump_dir_warns_once_on_the_failing_workloads_only(cpu_timing
 # -- 3. allow_negative_inf keeps positions in the output's own coordinates -----------------------
 
 def test_allow_negative_inf_reports_the_worst_index_in_the_tensors_shape():
-    from sol_execbench.evaluate.correctness import compare
+    from sol_execbench.evaluate.child.correctness import compare
 
     ref = torch.zeros(3, 4)
     ref[0, 0] = ref[1, 2] = float("-inf")
@@ -160,7 +160,7 @@ def test_allow_negative_inf_reports_the_worst_index_in_the_tensors_shape():
 
 
 def test_allow_negative_inf_everywhere_passes_and_lone_minus_inf_fails():
-    from sol_execbench.evaluate.correctness import compare
+    from sol_execbench.evaluate.child.correctness import compare
 
     ref = torch.full((2, 2), float("-inf"))
     assert not compare(ref.clone(), ref, ToleranceSpec(allow_negative_inf=True)).failed
@@ -170,7 +170,7 @@ def test_allow_negative_inf_everywhere_passes_and_lone_minus_inf_fails():
 
 
 def test_dump_worst_block_with_allow_negative_inf(tmp_path: Path):
-    from sol_execbench.evaluate import workload_eval
+    from sol_execbench.evaluate.child import workload_eval
 
     d = add_definition()
     d["axes"] = {"M": {"type": "var"}, "N": {"type": "var"}}
@@ -197,7 +197,7 @@ def test_dump_worst_block_with_allow_negative_inf(tmp_path: Path):
     ("return (a + b).numpy()", "not a tensor"),
 ])
 def test_reference_output_contradicting_the_definition_is_invalid_reference(tmp_path: Path, body: str, words: str):
-    from sol_execbench.evaluate import workload_eval
+    from sol_execbench.evaluate.child import workload_eval
 
     d = add_definition()
     d["reference"] = f"def run(a, b):\n    {body}\n"
@@ -217,7 +217,7 @@ def test_reference_with_the_wrong_shape_through_the_child(cpu_timing):
 
 
 def test_nan_in_the_reference_is_named_as_the_reference_output():
-    from sol_execbench.evaluate.correctness import compare
+    from sol_execbench.evaluate.child.correctness import compare
 
     ref = torch.ones(8)
     ref[3] = float("nan")
@@ -232,7 +232,7 @@ def test_nan_in_the_reference_is_named_as_the_reference_output():
 
 
 def test_the_clock_record_goes_into_the_traces_environment(tmp_path: Path):
-    from sol_execbench.evaluate.workload_eval import make_trace
+    from sol_execbench.evaluate.child.workload_eval import make_trace
     from sol_execbench.schema import ClockRecord, EvaluationStatus
 
     class Clocks:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sol_execbench.evaluate import gpu_quiet
+from sol_execbench.evaluate.child import gpu_quiet
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ def test_devices_have_locks_of_their_own(monkeypatch):
 
 
 def test_idle_warm_children_are_not_other_processes(monkeypatch):
-    from sol_execbench.evaluate import clock_watch
+    from sol_execbench.evaluate.child import clock_watch
 
     me = os.getpid()
     sibling = os.getppid()  # a live process standing in for an idle warm child
@@ -91,7 +91,7 @@ def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idl
     from types import SimpleNamespace
 
     import sol_execbench.platform as platform
-    from sol_execbench.evaluate import warm_child
+    from sol_execbench.evaluate.child import warm_child
 
     seen = {}
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from sol_execbench.evaluate.inputs import heuristic_tensor, make_inputs
+from sol_execbench.evaluate.child.inputs import heuristic_tensor, make_inputs
 from sol_execbench.schema import Definition, Workload
 
 CPU = torch.device("cpu")

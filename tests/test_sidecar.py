@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sol_execbench import evaluate
-from sol_execbench.evaluate import runner
-from sol_execbench.evaluate.process import ChildRun, exit_record, tail
-from sol_execbench.evaluate.runner import no_trace_dir, prune_no_trace_dir, safe_file_stem
+from sol_execbench.evaluate.parent import runner
+from sol_execbench.evaluate.parent.process import ChildRun, exit_record, tail
+from sol_execbench.evaluate.parent.runner import no_trace_dir, prune_no_trace_dir, safe_file_stem
 
 from .conftest import LIGHT_CONFIG
 from .problems import add_definition, solution, workloads
@@ -97,7 +97,7 @@ def test_stdout_and_stderr_are_kept_apart_and_the_exit_is_recorded(cpu_timing, t
 
 
 def test_a_bad_device_is_refused_before_any_child_runs(cpu_timing, tmp_path):
-    """The options are checked in the parent (evaluate/option_checks.py): no child, no sidecar."""
+    """The options are checked in the parent (evaluate/parent/option_checks.py): no child, no sidecar."""
     out = tmp_path / "traces.jsonl"
     with pytest.raises(ValueError, match="'bogus' is not a device"):
         _run("def run(a, b):\n    return a + b\n", output_path=out, device="bogus")

@@ -34,7 +34,7 @@ def run(code: str, *sizes: int, dps: bool = False, definition: dict | None = Non
     ("def run(a, b)\n    return a + b\n", "COMPILE_ERROR", "syntax"),
     ("import torch\ndef run(a, b):\n    return (a + b).as_subclass(type('Lazy', (torch.Tensor,), {}))\n",
      "REWARD_HACK", "plain torch.Tensor"),
-    ("import sol_execbench.evaluate.timing as t\nt.measure = lambda *a, **k: None\ndef run(a, b):\n    return a + b\n",
+    ("import sol_execbench.evaluate.child.timing as t\nt.measure = lambda *a, **k: None\ndef run(a, b):\n    return a + b\n",
      "REWARD_HACK", "measure"),
 ])
 def test_status_is_provoked(cpu_timing, code: str, status: str, words: str):

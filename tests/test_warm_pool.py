@@ -56,7 +56,7 @@ def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path,
     import os
     from types import SimpleNamespace
 
-    from sol_execbench.evaluate import process
+    from sol_execbench.evaluate.parent import process
 
     package = tmp_path / "torch"
     package.mkdir()
@@ -86,7 +86,7 @@ def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path,
 
 
 def test_an_edited_source_changes_the_pool_fingerprint(tmp_path):
-    from sol_execbench.evaluate.warm_pool import source_stamp
+    from sol_execbench.evaluate.parent.warm_pool import source_stamp
 
     (tmp_path / "pkg").mkdir()
     module = tmp_path / "pkg" / "mod.py"
@@ -131,7 +131,7 @@ import json
 import socket
 
 def run(a, b):
-    from sol_execbench.evaluate.warm_pool import server_socket_path
+    from sol_execbench.evaluate.parent.warm_pool import server_socket_path
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(str(server_socket_path(None)))
         conn.sendall(json.dumps({"op": "status"}).encode() + b"\\n")

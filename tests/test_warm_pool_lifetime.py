@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sol_execbench.cli.main import _register, cli
-from sol_execbench.evaluate.warm_pool import pool_status
+from sol_execbench.evaluate.parent.warm_pool import pool_status
 from sol_execbench.platform.host import session_processes
 from sol_execbench.platform.lifetime import child_pids
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sol_execbench.evaluate.timing.activity import (Activity, CallActivity, attribute, foreign_description,
+from sol_execbench.evaluate.child.timing.activity import (Activity, CallActivity, attribute, foreign_description,
                                                             from_kineto, probe_durations, sm_clocks_mhz,
                                                             work_set_warnings)
-from sol_execbench.evaluate.timing.calls import CALL_RANGE, PROBE_RANGE, SETUP_RANGE
+from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, PROBE_RANGE, SETUP_RANGE
 
 
 def _range(name, start, end, corr):

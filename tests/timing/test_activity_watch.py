@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from sol_execbench.evaluate import activity_watch
-from sol_execbench.evaluate.activity_watch import ActivityWatch
+from sol_execbench.evaluate.child import activity_watch
+from sol_execbench.evaluate.child.activity_watch import ActivityWatch
 
 
 @pytest.fixture

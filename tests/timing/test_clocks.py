@@ -243,7 +243,7 @@ class FakeReader:
 
 
 def test_clock_record_and_warnings_for_a_workload():
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
 
     start = ClockReading("nvml", sm_mhz=345, mem_mhz=1593, temperature_c=40.0, power_state="P8", processes=[1234])
     hot = ClockReading("nvml", sm_mhz=1700, mem_mhz=1593, throttle_reasons=["gpu_idle", "sw_thermal_slowdown"],
@@ -265,7 +265,7 @@ def test_clock_record_and_warnings_for_a_workload():
 
 
 def test_lock_verification_messages(monkeypatch):
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
 
     monkeypatch.delenv(clocks.GPU_CLK_ENV, raising=False)
     monkeypatch.delenv(clocks.DRAM_CLK_ENV, raising=False)
@@ -282,7 +282,7 @@ def test_lock_verification_messages(monkeypatch):
 
 
 def test_lock_with_only_an_sm_clock_says_the_memory_clock_was_not_verified(monkeypatch):
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
 
     monkeypatch.setenv(clocks.GPU_CLK_ENV, "2100")
     monkeypatch.delenv(clocks.DRAM_CLK_ENV, raising=False)
@@ -299,7 +299,7 @@ def test_lock_with_only_an_sm_clock_says_the_memory_clock_was_not_verified(monke
 
 
 def test_capped_time_around_the_timed_calls_is_recorded_and_warned():
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
 
     def at(ms, power_ns, thermal_ns):
         return ClockReading("nvml", sm_mhz=1980, capped_ns={"power": power_ns, "thermal": thermal_ns},
@@ -322,7 +322,7 @@ def test_capped_time_around_the_timed_calls_is_recorded_and_warned():
 
 
 def test_short_caps_in_a_long_region_are_not_warned():
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
 
     long_region = [ClockReading("nvml", capped_ns={"power": 0, "thermal": 0}, taken_ns=0),
                    ClockReading("nvml", capped_ns={"power": 5_000_000, "thermal": 0}, taken_ns=int(10e9))]
@@ -347,7 +347,7 @@ def test_lock_clocks_without_the_env_var_fails_every_workload_before_any_child(m
 
 @pytest.mark.gpu
 def test_real_clock_reading_on_this_gpu():
-    from sol_execbench.evaluate.clock_watch import ClockWatch
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
     from sol_execbench.platform import current
 
     watch = ClockWatch(current())

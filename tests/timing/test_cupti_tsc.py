@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from sol_execbench.evaluate.timing import cupti_tsc
+from sol_execbench.evaluate.child.timing import cupti_tsc
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or not sys.platform.startswith("linux")
                               or platform.machine() not in ("x86_64", "aarch64"), reason="needs cc on Linux")
@@ -79,8 +79,8 @@ def test_the_environment_switches_it_off_and_a_missing_kineto_flag_leaves_cupti_
 def test_deciding_leaves_the_integrity_snapshot_clean():
     """The decision is kept without rebinding a module global: the harness's integrity snapshot
     watches its modules' globals, and a first GPU run called a rebound one REWARD_HACK."""
-    import sol_execbench.evaluate.workload_eval  # noqa: F401  (the harness modules the snapshot watches)
-    from sol_execbench.evaluate import guards
+    import sol_execbench.evaluate.child.workload_eval  # noqa: F401  (the harness modules the snapshot watches)
+    from sol_execbench.evaluate.child import guards
 
     snapshot = guards.IntegritySnapshot()
     cupti_tsc._memo.pop("state", None)

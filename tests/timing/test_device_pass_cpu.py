@@ -13,11 +13,11 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from sol_execbench.evaluate.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, SideFailed, TimingPlan,
+from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, SideFailed, TimingPlan,
                                            activity, calls, measure, paired, profiled, unprofiled)
-from sol_execbench.evaluate.timing.activity import Activity
-from sol_execbench.evaluate.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
-from sol_execbench.evaluate.timing.profiled import DevicePass
+from sol_execbench.evaluate.child.timing.activity import Activity
+from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
+from sol_execbench.evaluate.child.timing.profiled import DevicePass
 
 ROUNDS = 6
 ALLOWANCE_MS = 0.025

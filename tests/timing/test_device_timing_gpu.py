@@ -20,7 +20,7 @@ def gpu():
 
 def _time(fn, values, gpu, method="device", iterations=20, warmup=3, keeper=None, reference=None):
     """The solution side (and the reference, if given) measured as an evaluation does."""
-    from sol_execbench.evaluate.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
+    from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
 
     slots = warmup + 2 * iterations + 2
     solution = SideCalls("solution", fn, FreshArgs([values], slots=slots), [keeper] if keeper else [])
@@ -47,7 +47,7 @@ def test_the_clock_probe_reads_the_sm_clock_nvml_reports(gpu):
     right after the loop: the same clock within 5% (H100: 1981 MHz probe slope, 1980 NVML)."""
     import torch
 
-    from sol_execbench.evaluate.clock_watch import device_uuid
+    from sol_execbench.evaluate.child.clock_watch import device_uuid
     from sol_execbench.platform.clocks import ClockReader
 
     if torch.version.cuda is None:
@@ -142,7 +142,7 @@ def test_device_work_launched_by_another_thread_outside_the_calls_is_suspicious(
 def test_audited_call_keeps_its_output_under_every_method(gpu):
     import torch
 
-    from sol_execbench.evaluate.timing import CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
+    from sol_execbench.evaluate.child.timing import CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
 
     for method in ("device", "events"):
         for call_index in (5, 15):  # one in the device pass, one in the host pass

@@ -101,7 +101,7 @@ def test_launch_overhead_bench_loads_the_fidelity_cases():
 
 
 def test_call_anatomy_finds_the_idle_gap_and_a_late_launch(fidelity):
-    from sol_execbench.evaluate.timing.activity import Activity
+    from sol_execbench.evaluate.child.timing.activity import Activity
 
     gemm = Activity("kernel", "gemm", 1_000, 200_000, correlation=1)
     relu = Activity("kernel", "relu", 207_000, 210_000, correlation=2)

@@ -7,8 +7,8 @@ import time
 
 import torch
 
-import sol_execbench.evaluate.workload_eval  # noqa: F401  (the harness modules the snapshot watches)
-from sol_execbench.evaluate import guards, timing
+import sol_execbench.evaluate.child.workload_eval  # noqa: F401  (the harness modules the snapshot watches)
+from sol_execbench.evaluate.child import guards, timing
 
 
 def test_a_clean_process_shows_no_tampering():
@@ -20,14 +20,14 @@ def test_replaced_harness_function_timer_and_tensor_method_are_named(monkeypatch
     monkeypatch.setattr(timing, "measure", lambda *a, **k: None)
     monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
     monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self, raising=False)  # shadows the C method
-    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.measure", "time.perf_counter_ns",
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.measure", "time.perf_counter_ns",
                                    "torch.Tensor.zero_"]
 
 
 def test_a_replaced_latency_rule_is_tampering(monkeypatch):
     snapshot = guards.IntegritySnapshot()
     monkeypatch.setattr(timing.paired, "side_latency_ms", lambda d, h, a: 0.0)
-    assert snapshot.tampered() == ["sol_execbench.evaluate.timing.paired.side_latency_ms"]
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.paired.side_latency_ms"]
 
 
 def test_library_state_on_watched_classes_is_not_tampering_but_their_methods_are(monkeypatch):
@@ -45,7 +45,7 @@ def test_the_check_survives_replacing_the_checker(monkeypatch):
     snapshot = guards.IntegritySnapshot()
     monkeypatch.setattr(guards.IntegritySnapshot, "_tampered", lambda self: [])
     monkeypatch.setattr(timing, "summarize", lambda *a: None)
-    assert "sol_execbench.evaluate.timing.summarize" in snapshot.tampered()
+    assert "sol_execbench.evaluate.child.timing.summarize" in snapshot.tampered()
 
 
 def test_outputs_sharing_memory_with_inputs_are_found():

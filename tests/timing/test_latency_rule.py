@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sol_execbench.evaluate.timing import (LAUNCH_ALLOWANCE_US, FreshArgs, L2Flusher, SideCalls, SideSpans, TimingPlan,
+from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs, L2Flusher, SideCalls, SideSpans, TimingPlan,
                                            measure, side_latency_ms, speedup_interval, unprofiled)
-from sol_execbench.evaluate.timing.paired import _side
-from sol_execbench.evaluate.timing.profiled import DevicePass
-from sol_execbench.evaluate.timing.unprofiled import HostPass
+from sol_execbench.evaluate.child.timing.paired import _side
+from sol_execbench.evaluate.child.timing.profiled import DevicePass
+from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
 # Spans in ms around every threshold the rule has had: the allowance, 50 us (a hold gate), 100 us

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sol_execbench.evaluate import sanitize
+from sol_execbench.evaluate.parent import sanitize
 from sol_execbench.evaluate.channel import FD_ENV, KEY_ENV, ChannelWriter, new_key, read_messages
 from sol_execbench.platform.sanitizer import memcheck_command
 

@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-from sol_execbench.evaluate.measure import clock_warning, timing_stats
-from sol_execbench.evaluate.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure, paired,
+from sol_execbench.evaluate.child.measure import clock_warning, timing_stats
+from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure, paired,
                                            resolve_method)
-from sol_execbench.evaluate.timing.profiled import COOLDOWN_MAX_S, cool_down
+from sol_execbench.evaluate.child.timing.profiled import COOLDOWN_MAX_S, cool_down
 from sol_execbench.platform import DeviceInfo
 from sol_execbench.schema import BenchmarkConfig, merge_configs
 

@@ -29,7 +29,7 @@ def parse_size(text: str) -> int:
 
 def check_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Refuse a malformed --device before a child starts; whether the GPU exists is the child's to say."""
-    from sol_execbench.evaluate.option_checks import check_device as check
+    from sol_execbench.evaluate.parent.option_checks import check_device as check
 
     try:
         return check(value)
@@ -38,7 +38,7 @@ def check_device(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def check_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    from sol_execbench.evaluate.option_checks import check_seconds as check
+    from sol_execbench.evaluate.parent.option_checks import check_seconds as check
 
     try:
         return check(value, f"--{param.name.replace('_', '-')}")
@@ -78,7 +78,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
                      verbose, sanitize, isolation) -> None:
     """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
-    from sol_execbench.evaluate.process import protect_from_children
+    from sol_execbench.evaluate.parent.process import protect_from_children
     from sol_execbench.schema import FormatError
 
     protect_from_children()  # this process's stdout and -o file are not the solution's to write
@@ -115,7 +115,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
                           on_trace=on_trace,
                           on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
     if memory_limit:
-        from sol_execbench.evaluate.option_checks import NO_LIMIT, check_memory_limit
+        from sol_execbench.evaluate.parent.option_checks import NO_LIMIT, check_memory_limit
 
         try:
             options.memory_limit_bytes = (None if memory_limit.strip().lower() == NO_LIMIT

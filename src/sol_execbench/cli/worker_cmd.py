@@ -28,7 +28,8 @@ def worker_group() -> None:
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until a warm process is ready.")
 def worker_start(device, spares, idle_timeout, wait) -> None:
     """Start the warm pool in the background."""
-    from sol_execbench.evaluate.warm_pool import pool_status, runtime_dir, start_pool
+    from sol_execbench.evaluate.parent.warm_pool import pool_status, start_pool
+    from sol_execbench.platform.host import runtime_dir
 
     if pool_status(device):
         click.echo(f"a warm pool for device '{device or 'auto'}' is already running")
@@ -51,7 +52,7 @@ def worker_start(device, spares, idle_timeout, wait) -> None:
 @click.option("--device", default=None)
 def worker_status(device) -> None:
     """Print the pool's state as JSON (exit 1 when none runs)."""
-    from sol_execbench.evaluate.warm_pool import pool_status
+    from sol_execbench.evaluate.parent.warm_pool import pool_status
 
     status = pool_status(device)
     click.echo(json.dumps(status or {"running": False}, indent=2))
@@ -62,7 +63,7 @@ def worker_status(device) -> None:
 @click.option("--device", default=None)
 def worker_stop(device) -> None:
     """Stop the pool and its warm processes."""
-    from sol_execbench.evaluate.warm_pool import stop_pool
+    from sol_execbench.evaluate.parent.warm_pool import stop_pool
 
     reply = stop_pool(device)
     if not reply or reply.get("already_stopping"):

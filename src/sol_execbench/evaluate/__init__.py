@@ -8,8 +8,8 @@ correctness, guards) import torch; this package root does not.
 import sys
 import types
 
-from .problem import Problem, UsageProblem, load_problem, resolve_paths
-from .runner import EvalOptions, evaluate_problem
+from .parent.problem import Problem, UsageProblem, load_problem, resolve_paths
+from .parent.runner import EvalOptions, evaluate_problem
 
 
 def evaluate(*args, **kwargs):

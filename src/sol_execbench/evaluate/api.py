@@ -10,9 +10,9 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, Loaded, Solution,
                                   load_solution, load_workloads)
 from sol_execbench.schema.loading import check_workload, validate
 
-from .option_checks import check_options
-from .problem import layered_config, note_definition_mismatch
-from .runner import EvalOptions, evaluate_problem
+from .parent.option_checks import check_options
+from .parent.problem import layered_config, note_definition_mismatch
+from .parent.runner import EvalOptions, evaluate_problem
 
 _PATH_TYPES = (str, Path)
 

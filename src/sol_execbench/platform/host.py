@@ -7,12 +7,24 @@ import os
 import platform
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR_ENV = "SOL_EXECBENCH_CACHE_DIR"
 BYTECODE_CACHE_ENV = "SOL_EXECBENCH_BYTECODE_CACHE"
+
+
+def runtime_dir() -> Path:
+    """This user's private folder (0700) for the warm pool's sockets, logs and GPU locks."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    if len(base) > 60:  # socket paths inside must stay under the 107-byte limit of AF_UNIX
+        base = "/tmp"
+    path = Path(base) / f"sol-execbench-{os.getuid()}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def cache_root() -> Path:

@@ -33,6 +33,12 @@ class RunFolders:
     def writable(self) -> list[Path]:
         return [*self.private, *self.devices]
 
+    @classmethod
+    def of_run(cls, staging: Path, dump_dir: str | None) -> "RunFolders":
+        """An evaluation's folders: its staging folder (the solution's temp folder and JIT caches
+        live in it) and ``--dump-failures``. The parent plans with them, the child enforces them."""
+        return cls(private=(staging, *([Path(dump_dir)] if dump_dir else [])))
+
 
 def allowed_mechanisms() -> list[str]:
     raw = os.environ.get(MECHANISMS_ENV)

@@ -1,5 +1,5 @@
 """The latency rule in words, and its one constant: part of the contract (``contract --json``), so
-it lives with the formats and imports no torch. ``evaluate/timing/rule.py`` applies it."""
+it lives with the formats and imports no torch. ``evaluate/child/timing/rule.py`` applies it."""
 
 from __future__ import annotations
 

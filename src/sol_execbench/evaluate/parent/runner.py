@@ -141,13 +141,11 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
                                            f"is '{os.environ.get(CLOCKS_LOCKED_ENV, '')}', expected '1'; with it set, "
                                            "the clocks are also measured under load)")
         return
-    from sol_execbench.sandbox import IsolationRefused, plan
-
-    from .confinement import run_folders
+    from sol_execbench.sandbox import IsolationRefused, RunFolders, plan
 
     opts.isolation = IsolationMode(opts.isolation)  # the API may pass "strict", "auto", "off"
     try:
-        state.isolation = plan(opts.isolation, run_folders(staging, str(opts.dump_failures) if opts.dump_failures else None))
+        state.isolation = plan(opts.isolation, RunFolders.of_run(staging, str(opts.dump_failures) if opts.dump_failures else None))
     except IsolationRefused as exc:
         for w in workloads:
             state.fail(w, S.RUNTIME_ERROR, str(exc))
@@ -270,12 +268,10 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
 
 def _sandbox_wrapper(state: _State, staging: Path) -> list[str] | None:
     """bubblewrap's command prefix when that is the planned sandbox (Landlock is entered by the child)."""
-    from sol_execbench.sandbox import wrapper_for
-
-    from .confinement import run_folders
+    from sol_execbench.sandbox import RunFolders, wrapper_for
 
     dump = str(state.options.dump_failures) if state.options.dump_failures else None
-    return wrapper_for(state.isolation, run_folders(staging, dump)) if state.isolation else None
+    return wrapper_for(state.isolation, RunFolders.of_run(staging, dump)) if state.isolation else None
 
 
 def _read_from(path: Path, offset: int) -> str:

@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import sol_execbench
+from sol_execbench.platform.host import runtime_dir
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment
@@ -43,16 +43,6 @@ STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVI
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
-
-
-def runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    if len(base) > 60:  # socket paths inside must stay under the 107-byte limit of AF_UNIX
-        base = "/tmp"
-    path = Path(base) / f"sol-execbench-{os.getuid()}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
 
 
 def server_socket_path(device: str | None) -> Path:
@@ -159,7 +149,7 @@ def stop_pool(device: str | None) -> dict[str, Any] | None:
 def start_pool(device: str | None, spares: int, idle_timeout_s: float) -> subprocess.Popen:
     """Start the pool server in the background (its own session, output to a log in the runtime dir)."""
     log = open(runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.log", "ab")
-    command = [sys.executable, "-m", "sol_execbench.evaluate.warm_pool", "--spares", str(spares),
+    command = [sys.executable, "-m", "sol_execbench.evaluate.parent.warm_pool", "--spares", str(spares),
                "--idle-timeout", str(idle_timeout_s)] + (["--device", device] if device else [])
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -182,7 +172,7 @@ class PoolServer:
     def _spawn(self) -> None:
         path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
         env = child_environment({WARM_CHILD_ENV: path})
-        args = [sys.executable, "-m", "sol_execbench.evaluate.warm_child"] + ([self.device] if self.device else [])
+        args = [sys.executable, "-m", "sol_execbench.evaluate.child.warm_child"] + ([self.device] if self.device else [])
         # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
         # it watches the read end of a pipe whose write end only the pool holds. (The parent-death
         # signal would fire when the request thread that spawned it ends.)
@@ -323,7 +313,7 @@ def _alive(pid: int) -> bool:
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m sol_execbench.evaluate.warm_pool")
+    parser = argparse.ArgumentParser(prog="python -m sol_execbench.evaluate.parent.warm_pool")
     parser.add_argument("--device", default=None)
     parser.add_argument("--spares", type=int, default=2)
     parser.add_argument("--idle-timeout", type=float, default=900.0)

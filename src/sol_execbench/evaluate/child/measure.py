@@ -22,7 +22,7 @@ from .calls import Context, Verdict, check_integrity
 from .correctness import RoundTally
 from .input_bank import distinct_contents, input_bank
 from .inputs import allocate_outputs
-from .phases import phase
+from ..phases import phase
 from .timing import (FreshArgs, L2Flusher, PairedMeasurement, SideCalls, SideFailed, SideMeasurement, TimingPlan,
                      measure)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from sol_execbench.platform.host import SessionWatch, kill_session
 
-from .channel import FD_ENV, KEY_ENV, new_key, read_messages
+from ..channel import FD_ENV, KEY_ENV, new_key, read_messages
 from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment  # noqa: F401  (re-exported)
 from .warm_pool import hand_job, pool_answers, take_warm_child, wait_exit_code
 from sol_execbench.platform.lifetime import preexec_die_with_parent
@@ -102,7 +102,7 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
         # Through the supervisor: the child's parent is a process it may kill without ending the run.
         env = {**env, SUPERVISOR_FDS_ENV: str(write_fd), SUPERVISOR_PARENT_ENV: str(os.getpid())}
         proc = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR), *(wrapper or []), sys.executable, "-m",
-                                 "sol_execbench.evaluate.child", str(job_path)],
+                                 "sol_execbench.evaluate.child.driver", str(job_path)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
                                 env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent),
                                 preexec_fn=preexec_die_with_parent)
@@ -113,7 +113,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
               wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
               stderr_path: Path | None = None, forged: list[str] | None = None) -> ChildRun:
-    """Run ``python -m sol_execbench.evaluate.child job.json`` to completion, timeout or memory limit.
+    """Run ``python -m sol_execbench.evaluate.child.driver job.json`` to completion, timeout or memory limit.
 
     The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
     which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.

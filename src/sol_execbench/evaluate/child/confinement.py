@@ -10,26 +10,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sol_execbench
 from sol_execbench.sandbox import (AttemptLog, IsolationRefused, Protected, RunFolders, TreeDigest,
                                    enforce_in_process, plan, private_environment)
 from sol_execbench.schema import EvaluationStatus, IsolationMode, IsolationRecord
 
-
-def run_folders(staging: Path, dump_dir: str | None) -> RunFolders:
-    """The folders an evaluation's solution may write: the staging folder (its temp and JIT caches
-    live in it) and ``--dump-failures``."""
-    return RunFolders(private=(staging, *([Path(dump_dir)] if dump_dir else [])))
+# The installed harness (sol_execbench/), found from this file rather than by importing the package
+# root, which would pull in the parent side.
+HARNESS_DIR = Path(__file__).resolve().parents[2]
 
 
 def _protected_places(output_path: str | None) -> Protected:
     from sol_execbench.build.cache import cache_root as build_cache_root
-    from sol_execbench.platform.host import cache_root, torch_dir
-
-    from .warm_pool import runtime_dir
+    from sol_execbench.platform.host import cache_root, runtime_dir, torch_dir
 
     home = Path.home()
-    places: list[tuple[Path, str]] = [(Path(sol_execbench.__file__).parent.resolve(), "the harness's installed files"),
+    places: list[tuple[Path, str]] = [(HARNESS_DIR, "the harness's installed files"),
                                       (cache_root().resolve(), "the tool's cache (builds, bytecode)"),
                                       (build_cache_root().resolve(), "the build cache"),
                                       (runtime_dir().resolve(), "the warm pool's sockets")]
@@ -72,7 +67,7 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
     is loaded). Raises IsolationRefused under ``--isolation strict`` when none could be enforced."""
     isolation = job.get("isolation") or {}
     mode = IsolationMode(isolation.get("mode", IsolationMode.AUTO.value))
-    folders = run_folders(staging, job.get("dump_dir"))
+    folders = RunFolders.of_run(staging, job.get("dump_dir"))
     for folder in folders.private:  # a folder made after the restriction could not be written
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -83,7 +78,7 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
     if planned.mechanism != "none":  # unsandboxed, the user's own caches keep serving
         os.environ.update(private_environment(staging))
         tempfile.tempdir = None  # read TMPDIR again
-    harness = TreeDigest([Path(sol_execbench.__file__).parent])
+    harness = TreeDigest([HARNESS_DIR])
     protected = _protected_places(job.get("output_path"))
     record = enforce_in_process(planned, folders, strict=mode is IsolationMode.STRICT)
     # Python's own bytecode writes would be refused outside the run, and recorded as attempts.
@@ -105,4 +100,4 @@ def judged(trace: Any, confinement: Confinement) -> Any:
     return trace.model_copy(update={"evaluation": evaluation})
 
 
-__all__ = ["Confinement", "IsolationRefused", "enter", "judged", "run_folders"]
+__all__ = ["Confinement", "IsolationRefused", "enter", "judged"]

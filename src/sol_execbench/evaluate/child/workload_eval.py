@@ -18,7 +18,7 @@ from .correctness import RoundTally
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
-from .phases import phase
+from ..phases import phase
 
 __all__ = ["Context", "FailureEvidence", "Verdict", "evaluate_workload", "make_trace", "round_seed"]
 

@@ -73,7 +73,7 @@ def dump_failure(root: Path, definition: Definition, solution: str, workload: Wo
                   "solution_value": _element(evidence.solution_outputs, pick, index),
                   "reference_value": _element(evidence.reference_outputs, pick, index)},
         "reproduce": "load tensors.safetensors (input.<name>, solution.<output>, reference.<output>); or, "
-                     "with a seed, sol_execbench.evaluate.inputs.seed_all(seed) then make_inputs(definition, "
+                     "with a seed, sol_execbench.evaluate.child.inputs.seed_all(seed) then make_inputs(definition, "
                      "workload, device, blobs, custom_inputs_fn) remakes the inputs",
     }
     (folder / "failure.json").write_text(json.dumps(note, indent=2, default=str))

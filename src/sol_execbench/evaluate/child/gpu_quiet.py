@@ -26,14 +26,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from sol_execbench.platform.host import runtime_dir
+
 SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to finish
 EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluations (see exclusive)
 _held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
 
 
 def _runtime_dir() -> Path:
-    from .warm_pool import runtime_dir
-
     return runtime_dir()
 
 

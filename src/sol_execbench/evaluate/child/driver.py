@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .phases import phase as _phase
+from ..phases import phase as _phase
 
 GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
 PROFILE_ENV = "SOL_EXECBENCH_CHILD_PROFILE"  # a path: the child's run under cProfile, stats written there
@@ -172,7 +172,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
 
 
 def main(argv: list[str]) -> None:
-    from .channel import ChannelWriter
+    from ..channel import ChannelWriter
 
     channel = ChannelWriter.from_environment()
     job = json.loads(Path(argv[1]).read_text())

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..phases import phase
+from ...phases import phase
 from . import activity, cupti_tsc
 from .calls import (CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE, MethodUnavailable, SideCalls, flush,
                     synchronize)

@@ -17,8 +17,9 @@ import sys
 
 from sol_execbench.sandbox.peer import refusal
 
-from . import gpu_quiet, phases
-from .channel import FD_ENV
+from . import gpu_quiet
+from .. import phases
+from ..channel import FD_ENV
 
 
 def _warm_up(device_spec: str | None) -> None:
@@ -126,7 +127,7 @@ def main(argv: list[str]) -> None:
     os.environ.update(env)  # the invoking evaluation's environment, channel key included
     os.environ[FD_ENV] = str(channel_fd)
     os.chdir(os.path.dirname(job_path))
-    from . import child
+    from . import driver as child
 
     phases.restart_clock()
     phases.phase("took the job from the warm pool")
