@@ -159,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", action="store_true", help="take evaluation processes from the warm pool")
     parser.add_argument("--config", type=Path, help="benchmark config for every evaluation (e.g. a CPU smoke run)")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument("--isolation", choices=("strict", "auto", "off"),
+                        help="the evaluations' --isolation (compare the sandbox's cost: auto against off)")
     args = parser.parse_args(argv)
-    extra = ["--config", str(args.config)] if args.config else []
+    extra = (["--config", str(args.config)] if args.config else []) + (["--isolation", args.isolation] if args.isolation else [])
     began = time.time()
     with tempfile.TemporaryDirectory(prefix="sol-aa-") as tmp:
         scratch = Path(tmp)

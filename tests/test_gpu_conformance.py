@@ -34,7 +34,7 @@ def test_conformance_solution_passes_on_gpu(solution: Path):
         ev = t.evaluation
         assert ev.status.value == "PASSED", f"{t.workload.uuid}: {ev.log}"
         assert ev.device.vendor in ("cuda", "rocm")
-        assert ev.performance.latency_ms > 0 and ev.performance.solution_timing.count == 50
+        assert ev.performance.latency_ms > 0 and ev.performance.solution_timing.count >= 50  # more where the host pass set it
 
 
 @pytest.mark.gpu
