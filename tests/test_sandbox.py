@@ -183,3 +183,31 @@ def test_bubblewrap_fallback_passes_honest_and_refuses_writes_outside(problem):
     result, traces = _evaluate(problem, env={MECHANISMS_ENV: "bwrap"})
     assert [t.evaluation.status.value for t in traces] == ["REWARD_HACK"], result.output
     assert not Path("~/.cache/sol-execbench-bwrap-planted").expanduser().exists()
+
+
+JIT_CACHE_WRITE = """
+import os
+
+def run(a, b):
+    cache = os.path.join(os.path.expanduser("~"), ".triton", "cache", "k")
+    os.makedirs(cache, exist_ok=True)  # what Triton's JIT does on the solution's behalf
+    with open(os.path.join(cache, "kernel.so"), "w") as fh:
+        fh.write("x")
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("how", [("--isolation", "off"), ()], ids=["off", "auto-without-a-sandbox"])
+def test_unsandboxed_jit_cache_writes_are_not_attempts(problem, tmp_path, how):
+    """Unsandboxed, the user's JIT caches keep serving, so writing them is the harness's JIT at
+    work, not an exploit; the harness's own files and the -o output stay protected."""
+    (problem / "solution.json").write_text(json.dumps(solution(JIT_CACHE_WRITE)))
+    home = tmp_path / "home"
+    home.mkdir()
+    result, traces = _evaluate(problem, *how, env={"HOME": str(home), MECHANISMS_ENV: "none"})
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"], result.output
+    assert (home / ".triton" / "cache" / "k" / "kernel.so").exists()
+    (problem / "solution.json").write_text(json.dumps(solution(WRITE_OUTPUT)))
+    result, traces = _evaluate(problem, *how, env={"HOME": str(home), MECHANISMS_ENV: "none",
+                                                   "SANDBOX_TEST_OUTPUT": str(problem / "traces.jsonl")})
+    assert traces[-1].evaluation.status.value == "REWARD_HACK" and "the -o output" in traces[-1].evaluation.log

@@ -19,21 +19,26 @@ from sol_execbench.schema import EvaluationStatus, IsolationMode, IsolationRecor
 HARNESS_DIR = Path(__file__).resolve().parents[2]
 
 
-def _protected_places(output_path: str | None) -> Protected:
+def _protected_places(output_path: str | None, private_caches: bool) -> Protected:
+    """What no solution may change. The JIT caches (Triton's, the user's, CUDA's) and the warm pool's
+    folder count only when the run has caches of its own (sandboxed): unsandboxed, the harness's own
+    JIT and GPU lock write there on the solution's behalf, and the user's caches keep serving."""
     from sol_execbench.build.cache import cache_root as build_cache_root
     from sol_execbench.platform.host import cache_root, runtime_dir, torch_dir
 
     home = Path.home()
     places: list[tuple[Path, str]] = [(HARNESS_DIR, "the harness's installed files"),
                                       (cache_root().resolve(), "the tool's cache (builds, bytecode)"),
-                                      (build_cache_root().resolve(), "the build cache"),
-                                      (runtime_dir().resolve(), "the warm pool's sockets")]
+                                      (build_cache_root().resolve(), "the build cache")]
+    if private_caches:
+        places.append((runtime_dir().resolve(), "the warm pool's sockets"))
     if os.environ.get("PYTHONPYCACHEPREFIX"):
         places.append((Path(os.environ["PYTHONPYCACHEPREFIX"]).resolve(), "the bytecode cache"))
     torch_home = torch_dir()
     if torch_home is not None:
         places.append((torch_home.resolve(), "an installed package"))
-    places += [(home / ".cache", "a user cache"), (home / ".triton", "Triton's cache"), (home / ".nv", "CUDA's cache")]
+    if private_caches:
+        places += [(home / ".cache", "a user cache"), (home / ".triton", "Triton's cache"), (home / ".nv", "CUDA's cache")]
     if output_path:
         places.append((Path(output_path).resolve(), "the -o output"))
     return Protected(tuple(places))
@@ -79,7 +84,7 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
         os.environ.update(private_environment(staging))
         tempfile.tempdir = None  # read TMPDIR again
     harness = TreeDigest([HARNESS_DIR])
-    protected = _protected_places(job.get("output_path"))
+    protected = _protected_places(job.get("output_path"), private_caches=planned.mechanism != "none")
     record = enforce_in_process(planned, folders, strict=mode is IsolationMode.STRICT)
     # Python's own bytecode writes would be refused outside the run, and recorded as attempts.
     sys.dont_write_bytecode = True
