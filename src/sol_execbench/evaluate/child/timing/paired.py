@@ -93,8 +93,7 @@ class SideMeasurement:
         return summarize(list(self.setting_spans_ms))
 
     def device_median_ms(self) -> float | None:
-        measured = [d for d in self.device_ms if d is not None]
-        return statistics.median(measured) if measured else None
+        return self.spans.device_median_ms()
 
     def call_times(self) -> list[tuple[int, float, str]]:
         """(FreshArgs call index, ms, pass) of every timed call: device spans of the device pass,

@@ -72,9 +72,13 @@ class SideSpans:
     def device_array(self) -> np.ndarray:
         return np.array([np.nan if d is None else d for d in self.device], dtype=float)
 
-    def latency_ms(self) -> float:
+    def device_median_ms(self) -> float | None:
+        """Median over the calls that launched device work; None where none did."""
         measured = [d for d in self.device if d is not None]
-        return side_latency_ms(_stats.median(measured) if measured else None, _stats.median(self.host), self.allowance_ms)
+        return _stats.median(measured) if measured else None
+
+    def latency_ms(self) -> float:
+        return side_latency_ms(self.device_median_ms(), _stats.median(self.host), self.allowance_ms)
 
 
 def _median_rows(values: np.ndarray, picks: np.ndarray) -> list[float | None]:
