@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import secrets
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from .correctness import RoundTally
 from .input_bank import BANK_CPU_BYTES, same_contents, scaled_down, tensor_bytes
 from .inputs import allocate_outputs, make_inputs, seed_all
 from .timing import CallKeeper, FreshArgs, SideMeasurement
+from .timing.calls import synchronize
 from .timing.unprofiled import host_span_ms
 
 AUDITED_CALLS = 3
@@ -47,6 +49,10 @@ CACHE_RECHECK_PAIRS = 5
 # The untimed trial on scaled inputs scales further than any audit or re-check set (set k: 2**-(k+1)),
 # so a content cache it fills serves none of them.
 TRIAL_EXPONENT = AUDITED_CALLS + CACHE_RECHECK_PAIRS + 1
+# An audited output found wrong is looked at again this many times, this far apart, for work that
+# was still being written after the call returned.
+LATE_WRITE_LOOKS = 3
+LATE_WRITE_WAIT_S = 0.03
 
 
 @dataclass
@@ -142,6 +148,13 @@ def plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
     return audits
 
 
+def _audited_call_name(ctx: Context, position: int) -> str:
+    """'audited timed call (call 3 of 20 of the host pass)', from a position as _audit_positions draws it."""
+    rounds = ctx.config.iterations
+    which = "device" if ctx.device.is_gpu and position < rounds else "host"
+    return f"audited timed call (call {position % rounds + 1} of {rounds} of the {which} pass)"
+
+
 def _audit_positions(rounds: int, count: int, passes: int) -> list[int]:
     """Secret positions among the solution's ``passes`` x ``rounds`` timed calls (on a GPU the
     device pass, then the host pass; on the CPU the host pass alone): on a GPU as many in each pass
@@ -175,7 +188,7 @@ def check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: d
     keeper = audit.keeper
     if keeper is None or keeper.kept is None:
         return
-    where = f"audited timed call (call {keeper.call_index - ctx.config.warmup_runs} of {ctx.config.iterations})"
+    where = _audited_call_name(ctx, keeper.call_index - ctx.config.warmup_runs)
     if keeper.problems:
         raise Verdict(S.REWARD_HACK, f"{where}: {'; '.join(keeper.problems)}")
     if audit.guarded is not None and (violations := audit.guarded.violations()):
@@ -198,6 +211,10 @@ def check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: d
     # For --dump-failures: the audited inputs (a secret seed: the tensors are the only record).
     evidence = (FailureEvidence.from_check(check, clone_values(audit.values), sol_out, ref_out, seed=None, where=where)
                 if ctx.dump_dir else None)
+    if _written_after_return(ctx, workload, keeper.returned, ref_out):
+        raise Verdict(S.REWARD_HACK, f"{where}: {check.message} when it returned; the tensors it returned hold the "
+                                     "right answer now: they were written after the call returned (work finishing "
+                                     "after the timer stops)", evidence=evidence)
     if not _correct_untimed(ctx, workload, axes, _round_zero_inputs(ctx, workload, blobs)):
         raise Verdict(S.REWARD_HACK, f"{where}: {check.message}; re-run after timing, the solution now fails inputs it "
                                      "passed in the correctness rounds: it stops computing once timed", evidence=evidence)
@@ -212,6 +229,25 @@ def check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: d
     correctness = tally.result() if check.status is S.INCORRECT_NUMERICAL else None
     raise Verdict(check.status, f"{where}: {check.message} (fresh inputs; wrong again when re-run untimed)",
                   correctness, evidence)
+
+
+def _written_after_return(ctx: Context, workload: Workload, returned: Any, ref_out: list[Any]) -> bool:
+    """Whether the audited call's own result objects, wrong when copied at return, are right now.
+    Work queued behind a solution's thread or stream may still be draining: a few looks, a short
+    wait apart (paid only by a solution already found wrong)."""
+    if returned is None:
+        return False
+    for look in range(LATE_WRITE_LOOKS):
+        if look:
+            time.sleep(LATE_WRITE_WAIT_S)
+        synchronize(ctx.device)
+        try:
+            late = normalize_result(ctx, returned)
+        except Exception:  # noqa: BLE001 - an unusable result was judged when it was kept
+            return False
+        if compare_outputs(ctx, workload.tolerance, late, ref_out).status is None:
+            return True
+    return False
 
 
 def _judge_scaled_audit(ctx: Context, workload: Workload, axes: dict[str, int], sol_out: list[Any],

@@ -29,6 +29,7 @@ from sol_execbench.schema import (BenchmarkConfig, BuildRecord, Correctness, Def
 from . import guards
 from .correctness import Comparison, compare
 from .inputs import allocate_outputs
+from .timing.calls import synchronize
 
 
 @dataclass
@@ -109,11 +110,6 @@ def round_seed(base: int, uuid: str, round_index: int) -> int:
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def sync(device: DeviceInfo) -> None:
-    if device.is_gpu:
-        torch.cuda.synchronize(device.torch_device)
-
-
 def clone_values(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -145,7 +141,7 @@ def normalize_result(ctx: Context, result: Any) -> list[Any]:
 def reference_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> list[Any]:
     try:
         result = ctx.reference_fn(*args)
-        sync(ctx.device)
+        synchronize(ctx.device)
         outputs = normalize_result(ctx, result)
     except Exception as exc:
         raise Verdict(S.INVALID_REFERENCE, f"reference run() failed: {exc}\n{traceback.format_exc()}") from exc
@@ -201,10 +197,10 @@ def solution_call(ctx: Context, args: list[Any], axes: dict[str, int]) -> tuple[
                 guarded = guards.GuardedOutputs(outputs, list(ctx.definition.outputs))
                 outputs = list(guarded.tensors)
             ctx.solution_fn(*args, *outputs)
-            sync(ctx.device)
+            synchronize(ctx.device)
             return outputs, guarded
         result = ctx.solution_fn(*args)
-        sync(ctx.device)
+        synchronize(ctx.device)
         return normalize_result(ctx, result), None
     except SystemExit as exc:
         raise Verdict(S.REWARD_HACK, f"the solution called sys.exit({exc.code!r}) during a call: exiting the "

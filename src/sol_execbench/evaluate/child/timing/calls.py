@@ -67,6 +67,9 @@ class CallKeeper:
     dps_outputs: int = 0  # destination-passing style: the last N arguments are the outputs
     inspect: Callable[[list[Any], Any], list[str]] | None = None  # per-call output checks, run at keep time
     kept: Any = None
+    # The result object itself (not for destination-passing outputs, which the pool reuses): an
+    # output written after the call returned shows in it later, not in ``kept``.
+    returned: Any = None
     problems: list[str] = field(default_factory=list)
     _pending: tuple[list[Any], Any] | None = None
 
@@ -92,6 +95,7 @@ class CallKeeper:
             self.kept = _clone_structure(list(args[len(args) - self.dps_outputs:]))
         else:
             self.kept = _clone_structure(result)
+            self.returned = result
 
 
 @dataclass
