@@ -46,6 +46,7 @@ def _register() -> None:
     from sol_execbench.cli import env_cmd  # noqa: F401
     from sol_execbench.cli import diagnostics_cmd  # noqa: F401
     from sol_execbench.cli import worker_cmd  # noqa: F401
+    from sol_execbench.cli import dataset_cmd  # noqa: F401
 
 
 def main() -> None:
