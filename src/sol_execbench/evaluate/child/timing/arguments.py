@@ -42,6 +42,11 @@ class FreshArgs:
         self._slots, self.calls_made = max(1, slots), 0
         self._substitutes: dict[int, tuple[list[Any], frozenset[int]]] = {}
         self._pools: list[tuple[torch.Tensor, int, int] | None] = []
+        # Harness-side views, made once (a torch view costs microseconds of host time per call):
+        # each source set's tensors as flat extents, each pool slot's destination. The views the
+        # solution receives are made new on every call, so nothing it does to one reaches another.
+        self._flat_sources: dict[int, tuple[list[Any], list[torch.Tensor | None]]] = {}
+        self._destinations: dict[tuple[int, int], torch.Tensor] = {}
         for v in first:
             if not isinstance(v, torch.Tensor):
                 self._pools.append(None)
@@ -85,19 +90,33 @@ class FreshArgs:
             return self._substitutes[call_index]
         return self._bank[call_index % len(self._bank)], frozenset()
 
+    def _flats(self, values: list[Any]) -> list[torch.Tensor | None]:
+        cached = self._flat_sources.get(id(values))
+        if cached is None or cached[0] is not values:  # kept with the list, so an id is never reused
+            cached = (values, [flat_view(v)[0] if isinstance(v, torch.Tensor) else None for v in values])
+            self._flat_sources[id(values)] = cached
+        return cached[1]
+
+    def _destination(self, position: int, slot: int) -> torch.Tensor:
+        key = (position, slot)
+        if key not in self._destinations:
+            buffer, span, step = self._pools[position]
+            self._destinations[key] = buffer.narrow(0, slot * step, span)
+        return self._destinations[key]
+
     def __call__(self) -> list[Any]:
         i, self.calls_made = self.calls_made, self.calls_made + 1
         values, as_is = self._source(i)
+        flats = self._flats(values)
+        slot = i % self._slots
         out: list[Any] = []
         for position, (value, pool) in enumerate(zip(values, self._pools)):
             if pool is None or position in as_is:
                 out.append(value)
                 continue
-            buffer, span, step = pool
-            offset = (i % self._slots) * step
-            flat, _ = flat_view(value)
-            buffer.narrow(0, offset, span).copy_(flat)
-            out.append(buffer.as_strided(value.shape, value.stride(), buffer.storage_offset() + offset))
+            buffer, _, step = pool
+            self._destination(position, slot).copy_(flats[position])
+            out.append(buffer.as_strided(value.shape, value.stride(), buffer.storage_offset() + slot * step))
         return out
 
 

@@ -164,6 +164,14 @@ class Hold:
             with self.record_function(f"{HOLD_RANGE}#{self.cycles}"):
                 torch.cuda._sleep(self.cycles)
 
+    def work_after(self, launched_ns: int, waited_ms: float) -> float:
+        """Of the host's wait after a call returned (``waited_ms``, the call's body having started
+        with this hold launched at ``launched_ns``), the part spent on device work other than
+        the hold: the cooldown is sized by that, not by a spin that draws next to no power."""
+        returned_ms = (time.perf_counter_ns() - launched_ns) / 1e6 - waited_ms
+        hold_left_ms = max(0.0, self.us / 1e3 - returned_ms)
+        return max(0.0, waited_ms - hold_left_ms)
+
 
 def hold_us(own_ms: float | None) -> float:
     """The hold's length for a side whose calls return from the host in ``own_ms``."""
@@ -202,15 +210,18 @@ class _ClockProbe:
 
 
 COOLDOWN_MAX_S = 0.05
+COOLDOWN_MIN_S = 1e-4
 
 
 def cool_down(cooldown: float, device_wait_ms: float) -> None:
-    """Leave the device idle for ``cooldown`` times as long as the host waited for it after the call
-    returned (at most 50 ms): millisecond GEMMs called back to back ran into the power cap on the
-    H100, 6 to 15% above Nsight Compute's time. The wait, not the host span: a call whose time is
-    the host's leaves the device idle anyway."""
+    """Leave the device idle for ``cooldown`` times as long as the host waited for the call's device
+    work after the call returned (at most 50 ms): millisecond GEMMs called back to back ran into the
+    power cap on the H100, 6 to 15% above Nsight Compute's time. The wait, not the host span: a call
+    whose time is the host's leaves the device idle anyway. Gaps under COOLDOWN_MIN_S are skipped:
+    a sleep that short costs the host more than the gap (the timer's slack) and no power cap builds
+    up over work that short."""
     gap_s = min(cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
-    if gap_s > 0:
+    if gap_s >= COOLDOWN_MIN_S:
         time.sleep(gap_s)
 
 
@@ -279,6 +290,7 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
             args = side.arguments()
             result.call_indices[side.name].append(side.fresh.calls_made - 1)
             synchronize(plan.device)  # the copies done: every call starts from the same state
+            held_from = time.perf_counter_ns()
             holds[side.name].launch()
             flush(plan.flusher)
 
@@ -289,7 +301,7 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
             waited = _timed(plan, side, body)
             session.check()
             probe.launch(probe.CYCLES)
-            cool_down(plan.cooldown, waited)
+            cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
         for side in plan.sides:
             side.settle()
         synchronize(plan.device)
@@ -361,6 +373,7 @@ def events_pass(plan: PassPlan) -> DevicePass:
         args = side.arguments()
         result.call_indices[side.name].append(side.fresh.calls_made - 1)
         synchronize(plan.device)
+        held_from = time.perf_counter_ns()
         holds[side.name].launch()
         flush(plan.flusher)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -372,7 +385,7 @@ def events_pass(plan: PassPlan) -> DevicePass:
 
         waited = _timed(plan, side, body)
         result.spans_ms[side.name].append(start.elapsed_time(end))
-        cool_down(plan.cooldown, waited)
+        cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
     for side in plan.sides:
         side.settle()
     synchronize(plan.device)
