@@ -1,0 +1,112 @@
+"""Bad input to the migrations: exit 2, one line on stderr naming the file, the field and the fix, no
+traceback, and no output folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from .trees import migrate, parquet_rows, sol_tree, write_parquet
+
+
+def _broken_definition(src: Path) -> None:
+    sol_tree(src)
+    (src / "benchmark/L1/001_vector_add/definition.json").write_text('{"name": "vector_add",')
+
+
+def _broken_workload_line(src: Path) -> None:
+    sol_tree(src)
+    with open(src / "benchmark/L2/001_scale/workload.jsonl", "a") as fh:
+        fh.write("{not json}\n")
+
+
+def _parquet_without(column: str) -> Callable[[Path], None]:
+    def write(src: Path) -> None:
+        write_parquet(src / "L1/0000.parquet", [{k: v for k, v in row.items() if k != column} for row in parquet_rows()])
+    return write
+
+
+def _parquet_cell(column: str, value: object) -> Callable[[Path], None]:
+    def write(src: Path) -> None:
+        rows = parquet_rows()
+        rows[1][column] = value
+        write_parquet(src / "L1/0000.parquet", rows)
+    return write
+
+
+def _not_parquet(src: Path) -> None:
+    (src / "L1").mkdir(parents=True)
+    (src / "L1/0000.parquet").write_text("not parquet")
+
+
+def _empty(src: Path) -> None:
+    (src / "nothing-here").mkdir(parents=True)
+
+
+# (name, how the source is made, extra arguments, what the one line must say)
+SOL_CASES = [
+    ("missing source", None, [], ["does not exist"]),
+    ("no problems", _empty, [], ["holds no SOL-ExecBench problems", "give the dataset root"]),
+    ("unknown category", sol_tree, ["--category", "L9"], ["--category names L9", "choose from L1, L2"]),
+    ("definition not JSON", _broken_definition, [], ["L1/001_vector_add/definition.json", "malformed JSON"]),
+    ("workload line not JSON", _broken_workload_line, [], ["L2/001_scale/workload.jsonl", "line 3"]),
+    ("parquet without a column", _parquet_without("workloads"), [], ["L1/0000.parquet", "column workloads", "is missing"]),
+    ("parquet cell not JSON", _parquet_cell("axes", "{oops"), [], ["row 2", "field 'axes'", "malformed JSON"]),
+    ("parquet workloads not a list", _parquet_cell("workloads", "{}"), [], ["row 2", "field 'workloads'", "not a list"]),
+    ("parquet row without a name", _parquet_cell("name", ""), [], ["row 2", "field 'name'"]),
+    ("not a parquet file", _not_parquet, [], ["L1/0000.parquet", "not a readable parquet file"]),
+]
+
+
+def _assert_one_line_exit_2(result, expected: list[str]) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("make,extra,expected", [c[1:] for c in SOL_CASES], ids=[c[0] for c in SOL_CASES])
+def test_sol_bad_input(tmp_path: Path, make, extra: list[str], expected: list[str]):
+    src, out = tmp_path / "src", tmp_path / "out"
+    if make is not None:
+        src.mkdir()
+        make(src)
+    _assert_one_line_exit_2(migrate("migrate-sol", src, out, *extra), expected)
+    assert not out.exists()
+
+
+def test_lone_parquet_file_without_category(tmp_path: Path):
+    src = write_parquet(tmp_path / "sol.parquet", parquet_rows())
+    _assert_one_line_exit_2(migrate("migrate-sol", src, tmp_path / "out"), ["sol.parquet", "give --category once"])
+
+
+def test_output_folder_not_empty(tmp_path: Path):
+    src, out = sol_tree(tmp_path / "src"), tmp_path / "out"
+    (out / "keep").mkdir(parents=True)
+    _assert_one_line_exit_2(migrate("migrate-sol", src, out), ["is not empty", "give another OUT"])
+    assert [p.name for p in out.iterdir()] == ["keep"]
+
+
+def test_output_inside_source(tmp_path: Path):
+    src = sol_tree(tmp_path / "src")
+    _assert_one_line_exit_2(migrate("migrate-sol", src, src / "migrated"), ["overlaps the source"])
+
+
+def test_manifest_path_is_a_folder(tmp_path: Path):
+    src = sol_tree(tmp_path / "src")
+    (tmp_path / "m").mkdir()
+    _assert_one_line_exit_2(migrate("migrate-sol", src, tmp_path / "out", "--manifest", tmp_path / "m"),
+                            ["--manifest is a folder"])
+
+
+def test_parquet_without_pyarrow(tmp_path: Path, monkeypatch):
+    write_parquet(tmp_path / "src/L1/0000.parquet", parquet_rows())
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # what an environment without the package gives
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    _assert_one_line_exit_2(migrate("migrate-sol", tmp_path / "src", tmp_path / "out"),
+                            ["needs the package 'pyarrow'", "pip install pyarrow"])
