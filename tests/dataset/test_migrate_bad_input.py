@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from .trees import migrate, parquet_rows, sol_tree, write_parquet
+from .trees import KB_MATMUL, kernelbench_tree, migrate, parquet_rows, sol_tree, write_parquet
 
 
 def _broken_definition(src: Path) -> None:
@@ -70,16 +70,6 @@ def _assert_one_line_exit_2(result, expected: list[str]) -> None:
         assert text in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("make,extra,expected", [c[1:] for c in SOL_CASES], ids=[c[0] for c in SOL_CASES])
-def test_sol_bad_input(tmp_path: Path, make, extra: list[str], expected: list[str]):
-    src, out = tmp_path / "src", tmp_path / "out"
-    if make is not None:
-        src.mkdir()
-        make(src)
-    _assert_one_line_exit_2(migrate("migrate-sol", src, out, *extra), expected)
-    assert not out.exists()
-
-
 def test_lone_parquet_file_without_category(tmp_path: Path):
     src = write_parquet(tmp_path / "sol.parquet", parquet_rows())
     _assert_one_line_exit_2(migrate("migrate-sol", src, tmp_path / "out"), ["sol.parquet", "give --category once"])
@@ -110,3 +100,40 @@ def test_parquet_without_pyarrow(tmp_path: Path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     _assert_one_line_exit_2(migrate("migrate-sol", tmp_path / "src", tmp_path / "out"),
                             ["needs the package 'pyarrow'", "pip install pyarrow"])
+
+
+def _kernelbench_file(name: str, text: str) -> Callable[[Path], None]:
+    def write(src: Path) -> None:
+        kernelbench_tree(src)
+        (src / f"KernelBench/level1/{name}").write_text(text)
+    return write
+
+
+KERNELBENCH_CASES = [
+    ("missing source", None, [], ["does not exist"]),
+    ("no level folders", _empty, [], ["holds no KernelBench level folders"]),
+    ("unknown category", kernelbench_tree, ["--category", "L7"], ["--category names L7", "choose from L1, L2"]),
+    ("not Python", _kernelbench_file("9_Broken.py", "def get_inputs(:\n"), [], ["level1/9_Broken.py", "line 1"]),
+    ("no get_inputs", _kernelbench_file("9_NoInputs.py", KB_MATMUL.replace("def get_inputs", "def inputs")), [],
+     ["level1/9_NoInputs.py", "field 'get_inputs' is not defined", "move other files out"]),
+]
+
+
+CASES = [("migrate-sol", *case) for case in SOL_CASES] + [("migrate-kernelbench", *case) for case in KERNELBENCH_CASES]
+
+
+@pytest.mark.parametrize("command,make,extra,expected", [(c[0], *c[2:]) for c in CASES],
+                         ids=[f"{c[0]}: {c[1]}" for c in CASES])
+def test_bad_input(tmp_path: Path, command: str, make, extra: list[str], expected: list[str]):
+    src, out = tmp_path / "src", tmp_path / "out"
+    if make is not None:
+        src.mkdir()
+        make(src)
+    _assert_one_line_exit_2(migrate(command, src, out, *extra), expected)
+    assert not out.exists()
+
+
+def test_kernelbench_lone_file_without_level(tmp_path: Path):
+    (tmp_path / "problem.py").write_text(KB_MATMUL)
+    _assert_one_line_exit_2(migrate("migrate-kernelbench", tmp_path / "problem.py", tmp_path / "out"),
+                            ["problem.py", "give --category L<level> once"])

@@ -116,3 +116,68 @@ def evaluate_reference(folder: Path) -> list[Any]:
                 "spec": {"languages": ["pytorch"], "entry_point": "reference.py::run", "destination_passing_style": False},
                 "sources": [{"path": "reference.py", "content": definition.reference}]}
     return evaluate(folder / "definition.json", folder / "workload.jsonl", solution, LIGHT_CONFIG, device="cpu")
+
+
+KB_MATMUL = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """C = A @ B."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.matmul(A, B)
+
+
+M, K, N = 8, 16, 4
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# Weights made in __init__ (the reference and the solution must hold the same ones), a scalar input,
+# and two outputs.
+KB_LINEAR = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x, scale):
+        y = self.linear(x) * scale
+        return torch.relu(y), y.sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(3, 8), 0.5]
+
+
+def get_init_inputs():
+    return [8, 5]
+'''
+
+KB_DATA_DEPENDENT = KB_MATMUL.replace("return torch.matmul(A, B)", "return A[: int(B.sum().item())]")
+KB_COMPLEX = KB_MATMUL.replace("return torch.matmul(A, B)", "return torch.matmul(A, B).to(torch.complex64)")
+
+
+def kernelbench_tree(root: Path) -> Path:
+    """KernelBench's layout (KernelBench/level<N>/<n>_<name>.py), with one problem per blocker."""
+    level1, level2 = root / "KernelBench/level1", root / "KernelBench/level2"
+    level1.mkdir(parents=True)
+    level2.mkdir(parents=True)
+    (level1 / "1_Matmul.py").write_text(KB_MATMUL)
+    (level1 / "2_DataDependent.py").write_text(KB_DATA_DEPENDENT)
+    (level1 / "3_Complex.py").write_text(KB_COMPLEX)
+    (level2 / "1_Linear_ReLU_Sum.py").write_text(KB_LINEAR)
+    return root

@@ -66,3 +66,16 @@ def migrate_sol_cmd(src: Path, out: Path, categories: tuple[str, ...], source_re
     from sol_execbench.dataset.migrate import migrate_sol
 
     _migrate(src, out, manifest_path, as_json, lambda: migrate_sol(src, categories, source_revision))
+
+
+@dataset_group.command("migrate-kernelbench")
+@_migration_options(with_category=True)
+def migrate_kernelbench_cmd(src: Path, out: Path, categories: tuple[str, ...], source_revision: str | None,
+                            manifest_path: Path | None, as_json: bool) -> None:
+    """KernelBench problem files (root, level folder or one file) into problem folders of category L<level>.
+
+    The problem files are run on torch's meta device to learn shapes and dtypes.
+    """
+    from sol_execbench.dataset.migrate import migrate_kernelbench
+
+    _migrate(src, out, manifest_path, as_json, lambda: migrate_kernelbench(src, categories, source_revision))
