@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from .trees import KB_MATMUL, kernelbench_tree, migrate, parquet_rows, sol_tree, write_parquet
+from .trees import KB_MATMUL, flashinfer_tree, kernelbench_tree, migrate, parquet_rows, sol_tree, write_parquet
 
 
 def _broken_definition(src: Path) -> None:
@@ -119,7 +119,35 @@ KERNELBENCH_CASES = [
 ]
 
 
-CASES = [("migrate-sol", *case) for case in SOL_CASES] + [("migrate-kernelbench", *case) for case in KERNELBENCH_CASES]
+def test_kernelbench_lone_file_without_level(tmp_path: Path):
+    (tmp_path / "problem.py").write_text(KB_MATMUL)
+    _assert_one_line_exit_2(migrate("migrate-kernelbench", tmp_path / "problem.py", tmp_path / "out"),
+                            ["problem.py", "give --category L<level> once"])
+
+
+def _flashinfer_with(folder: str, name: str, text: str) -> Callable[[Path], None]:
+    def write(src: Path) -> None:
+        flashinfer_tree(src)
+        path = src / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return write
+
+
+FLASHINFER_CASES = [
+    ("no definitions folder", _empty, [], ["is not a flashinfer-bench trace set", "definitions/"]),
+    ("definition not JSON", _flashinfer_with("definitions", "x.json", "{"), [], ["definitions/x.json", "malformed JSON"]),
+    ("definition without a name", _flashinfer_with("definitions", "x.json", '{"axes": {}}'),
+     [], ["definitions/x.json", "field 'name'", "give the record a non-empty 'name'"]),
+    ("workload line without a workload", _flashinfer_with("workloads", "x.jsonl", '{"definition": "vector_add"}\n'),
+     [], ["workloads/x.jsonl line 1", "field 'workload'"]),
+    ("solution without a definition", _flashinfer_with("solutions", "x.json", '{"name": "s"}'),
+     [], ["solutions/x.json", "field 'definition'"]),
+]
+
+
+CASES = ([("migrate-sol", *case) for case in SOL_CASES] + [("migrate-kernelbench", *case) for case in KERNELBENCH_CASES]
+         + [("migrate-flashinfer", *case) for case in FLASHINFER_CASES])
 
 
 @pytest.mark.parametrize("command,make,extra,expected", [(c[0], *c[2:]) for c in CASES],
@@ -131,9 +159,3 @@ def test_bad_input(tmp_path: Path, command: str, make, extra: list[str], expecte
         make(src)
     _assert_one_line_exit_2(migrate(command, src, out, *extra), expected)
     assert not out.exists()
-
-
-def test_kernelbench_lone_file_without_level(tmp_path: Path):
-    (tmp_path / "problem.py").write_text(KB_MATMUL)
-    _assert_one_line_exit_2(migrate("migrate-kernelbench", tmp_path / "problem.py", tmp_path / "out"),
-                            ["problem.py", "give --category L<level> once"])

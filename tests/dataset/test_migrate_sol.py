@@ -8,17 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from .trees import (check_manifest, evaluate_reference, load_problem, migrate, parquet_rows, sol_tree, tree_bytes,
-                    write_parquet)
+from .trees import (check_manifest, evaluate_reference, load_problem, migrate, migrated, parquet_rows, sol_tree,
+                    tree_bytes, write_parquet)
 
 
 def test_folders_round_trip(tmp_path: Path):
     src, out = sol_tree(tmp_path / "SOL-ExecBench"), tmp_path / "out"
-    result = migrate("migrate-sol", src, out, "--source-revision", "abc123")
-    assert result.exit_code == 0, result.output
-    assert "migrated 2 of 4 problems" in result.stdout
-    manifest = json.loads((out / "migration-manifest.json").read_text())
-    check_manifest(out, manifest)
+    manifest = migrated("migrate-sol", src, out, "--source-revision", "abc123")
     assert manifest["source"] == {"kind": "sol-execbench", "name": "SOL-ExecBench", "revision": "abc123", "categories": []}
     assert manifest["denominators"]["problems"] == {"seen": 4, "migrated": 2, "blocked": 2}
     assert manifest["denominators"]["workloads"] == {"seen": 6, "migrated": 4, "blocked": 2}
@@ -41,6 +37,9 @@ def test_category_filter(tmp_path: Path):
     src, out = sol_tree(tmp_path / "src"), tmp_path / "out"
     result = migrate("migrate-sol", src, out, "--category", "L2", "--json")
     assert result.exit_code == 0, result.output
+    summary = migrate("migrate-sol", src, tmp_path / "again")
+    assert summary.stdout.startswith("migrated 2 of 4 problems (4 of 6 workloads, 0 of 0 solutions)")
+    assert "blocked problem benchmark/L1/002_no_workloads: missing_file" in summary.stdout
     manifest = json.loads(result.stdout)
     assert [p["path"] for p in manifest["problems"]] == ["L2/001_scale"] and manifest["source"]["categories"] == ["L2"]
     assert result.stdout == (out / "migration-manifest.json").read_text()

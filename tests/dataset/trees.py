@@ -103,6 +103,15 @@ def check_manifest(out: Path, manifest: dict[str, Any]) -> None:
     assert files == on_disk
 
 
+def migrated(command: str, src: Path, out: Path, *args: str) -> dict[str, Any]:
+    """Run a migration that must succeed; its manifest, checked against the files under OUT."""
+    result = migrate(command, src, out, *args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "migration-manifest.json").read_text())
+    check_manifest(out, manifest)
+    return manifest
+
+
 def load_problem(folder: Path) -> tuple[Any, list[Any]]:
     """The real loader on a migrated problem folder."""
     definition = load_definition(folder / "definition.json")
@@ -180,4 +189,36 @@ def kernelbench_tree(root: Path) -> Path:
     (level1 / "2_DataDependent.py").write_text(KB_DATA_DEPENDENT)
     (level1 / "3_Complex.py").write_text(KB_COMPLEX)
     (level2 / "1_Linear_ReLU_Sum.py").write_text(KB_LINEAR)
+    return root
+
+
+def _flashinfer_solution(name: str, language: str, entry: str, content: str, **spec: Any) -> dict[str, Any]:
+    return {"name": name, "definition": "vector_add", "author": "tests",
+            "spec": {"language": language, "target_hardware": ["NVIDIA_H100"], "entry_point": entry, **spec},
+            "sources": [{"path": entry.split("::")[0], "content": content}]}
+
+
+def flashinfer_tree(root: Path) -> Path:
+    """A trace set: vector_add with workloads, traces and four solutions (a Python one that converts, a
+    CUDA one bound through torch, a CUDA one through tvm-ffi, one in a language without counterpart);
+    a definition without workloads, a duplicate definition name, and a workload of no definition."""
+    add = {**add_definition(), "op_type": "elementwise", "tags": ["status:verified"]}
+    write_json(root / "definitions/elementwise/vector_add.json", add)
+    write_json(root / "definitions/elementwise/vector_add_copy.json", add)
+    write_json(root / "definitions/misc/scale.json", scale_definition())
+    lines = [{"definition": "vector_add", "solution": None, "workload": w, "evaluation": None} for w in workloads(8, 16)]
+    lines.append({"definition": "missing", "solution": None, "workload": workloads(4)[0], "evaluation": None})
+    write_jsonl(root / "workloads/elementwise/vector_add.jsonl", lines)
+    sources = "#include <torch/extension.h>\ntorch::Tensor add(torch::Tensor a, torch::Tensor b) { return a + b; }\n"
+    for solution in (
+        _flashinfer_solution("add_python", "python", "main.py::run", "def run(a, b):\n    return a + b\n",
+                             destination_passing_style=False),
+        _flashinfer_solution("add_cuda_torch", "cuda", "kernel.cu::add", sources, binding="torch"),
+        _flashinfer_solution("add_cuda_ffi", "cuda", "kernel.cu::add", sources),
+        _flashinfer_solution("add_rust", "rust", "lib.rs::add", "fn add() {}"),
+    ):
+        write_json(root / f"solutions/elementwise/vector_add/{solution['name']}.json", solution)
+    trace = {"definition": "vector_add", "workload": workloads(8)[0], "solution": "add_python",
+             "evaluation": {"status": "PASSED", "environment": {"hardware": "NVIDIA_H100"}, "timestamp": "2025-01-01"}}
+    write_jsonl(root / "traces/elementwise/vector_add.jsonl", [trace, trace])
     return root

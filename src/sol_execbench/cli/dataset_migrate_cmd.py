@@ -68,6 +68,16 @@ def migrate_sol_cmd(src: Path, out: Path, categories: tuple[str, ...], source_re
     _migrate(src, out, manifest_path, as_json, lambda: migrate_sol(src, categories, source_revision))
 
 
+@dataset_group.command("migrate-flashinfer")
+@_migration_options(with_category=False)
+def migrate_flashinfer_cmd(src: Path, out: Path, source_revision: str | None, manifest_path: Path | None,
+                           as_json: bool) -> None:
+    """A flashinfer-bench trace set (definitions/, workloads/, solutions/, traces/) into OUT/FlashInfer-Bench/."""
+    from sol_execbench.dataset.migrate import migrate_flashinfer
+
+    _migrate(src, out, manifest_path, as_json, lambda: migrate_flashinfer(src, source_revision))
+
+
 @dataset_group.command("migrate-kernelbench")
 @_migration_options(with_category=True)
 def migrate_kernelbench_cmd(src: Path, out: Path, categories: tuple[str, ...], source_revision: str | None,
