@@ -103,3 +103,21 @@ def test_the_contract_lists_the_manifest_the_blockers_and_the_commands():
     assert "denominators" in doc["formats"]["migration_manifest"]["properties"]
     assert [b["code"] for b in doc["migration_blockers"]] == [code.value for code in BlockerCode]
     assert {"dataset migrate-sol"} <= {c["name"] for c in doc["cli_commands"]}
+
+
+def test_the_upstream_corpus_migrates_whole_and_unchanged(tmp_path: Path):
+    """Upstream's own sample problems (a category folder): every problem, workload and solution carried
+    over; definitions and workloads equal to the source's as JSON values."""
+    from ..conftest import CONFORMANCE
+
+    src = CONFORMANCE / "samples"
+    manifest = migrated("migrate-sol", src, tmp_path / "out")
+    problems = sorted(p.name for p in src.iterdir() if (p / "definition.json").is_file())
+    assert [p["path"] for p in manifest["problems"]] == [f"samples/{name}" for name in problems]
+    assert manifest["blockers"] == [] and manifest["denominators"]["problems"]["migrated"] == len(problems)
+    for name in problems:
+        out = tmp_path / "out/samples" / name
+        assert json.loads((out / "definition.json").read_text()) == json.loads((src / name / "definition.json").read_text())
+        source_lines = [json.loads(line) for line in (src / name / "workload.jsonl").read_text().splitlines() if line.strip()]
+        assert [json.loads(line) for line in (out / "workload.jsonl").read_text().splitlines()] == source_lines
+        assert sorted(p.name for p in out.glob("solution*.json")) == sorted(p.name for p in (src / name).glob("solution*.json"))
