@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from sol_execbench import __version__
-from sol_execbench.schema import STATUS_MEANING, BenchmarkConfig, Definition, Solution, Trace, Workload
+from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConfig, Definition, MigrationManifest, Solution,
+                                  Trace, Workload)
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
@@ -23,6 +24,7 @@ FORMATS = {
     "solution": Solution,
     "trace": Trace,
     "benchmark_config": BenchmarkConfig,
+    "migration_manifest": MigrationManifest,
 }
 
 
@@ -36,6 +38,7 @@ def build_contract(cli_commands: list[dict[str, Any]]) -> dict[str, Any]:
         "schema_versions": {"env_snapshot": SCHEMA_VERSION},
         "formats": {name: model.model_json_schema() for name, model in FORMATS.items()},
         "trace_statuses": [{"status": status.value, "meaning": meaning} for status, meaning in STATUS_MEANING.items()],
+        "migration_blockers": [{"code": code.value, "meaning": meaning} for code, meaning in BLOCKER_MEANING.items()],
         "latency_rule": {"text": LATENCY_RULE, "launch_allowance_us": LAUNCH_ALLOWANCE_US},
         "env_snapshot": {"schema_version": SCHEMA_VERSION, "blocks": list(BLOCK_ORDER), "shape": shape},
         "cli_commands": cli_commands,

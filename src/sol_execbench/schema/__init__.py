@@ -6,6 +6,7 @@ from .definition import AxisConst, AxisExpr, AxisVar, Definition, TensorSpec
 from .dtypes import DTYPES, DType, torch_dtype
 from .isolation import IsolationMode, IsolationRecord
 from .loading import FormatError, Loaded, load_config, load_definition, load_solution, load_workloads, merge_configs
+from .migration import BLOCKER_MEANING, Blocker, BlockerCode, BlockerScope, MigrationManifest, MigrationSourceKind
 from .solution import NATIVE_LANGUAGES, PYTHON_LANGUAGES, BuildSpec, CompileOptions, Language, Solution, SourceFile
 from .trace import (
     STATUS_MEANING,
@@ -26,9 +27,11 @@ from .trace import (
 from .workload import CustomInput, RandomInput, SafetensorsInput, ScalarInput, ToleranceSpec, Workload
 
 __all__ = [
-    "AxisConst", "AxisExpr", "AxisVar", "BenchmarkConfig", "BuildRecord", "BuildSpec", "ClockRecord", "ClockSample", "CompileOptions",
+    "AxisConst", "AxisExpr", "AxisVar", "BLOCKER_MEANING", "BenchmarkConfig", "Blocker", "BlockerCode", "BlockerScope",
+    "BuildRecord", "BuildSpec", "ClockRecord", "ClockSample", "CompileOptions",
     "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation", "IsolationMode", "IsolationRecord",
-    "EvaluationStatus", "FormatError", "Language", "Loaded", "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
+    "EvaluationStatus", "FormatError", "Language", "Loaded", "MigrationManifest", "MigrationSourceKind",
+    "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
     "Performance", "RandomInput", "SpeedupInterval", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
     "TensorSpec", "TimingConfig", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
     "load_definition", "load_solution", "load_workloads", "merge_configs", "torch_dtype", "unknown_keys",

@@ -74,6 +74,8 @@ class Definition(SchemaModel):
     hf_id: Optional[NonEmptyString] = None
     constraints: Optional[list[str]] = None
     """Informational relations between axes (flashinfer-bench); not checked."""
+    tags: Optional[list[str]] = None
+    """Informational labels (upstream and flashinfer-bench: ``status:verified``, ``model:llama-3.1-8b``)."""
 
     @model_validator(mode="after")
     def _check_reference(self) -> "Definition":

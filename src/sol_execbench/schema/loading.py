@@ -54,7 +54,7 @@ def _describe_validation(err: ValidationError) -> str:
 _UNION_TAGS = {"AxisConst", "AxisVar", "AxisExpr", "RandomInput", "ScalarInput", "SafetensorsInput", "CustomInput"}
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     try:
         if not path.exists():
             raise FormatError(path, "file not found")
@@ -70,7 +70,7 @@ def _read_text(path: Path) -> str:
         raise FormatError(path, f"cannot be read: {exc}") from exc
 
 
-def _parse_json(text: str, path: Path, line: int | None = None) -> Any:
+def parse_json(text: str, path: Path, line: int | None = None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -129,7 +129,7 @@ def check_workload(definition: Definition, workload: Workload, path: Path | str,
 
 def load_definition(path: Path | str, notes: Loaded | None = None) -> Definition:
     path = Path(path)
-    return validate(Definition, _parse_json(_read_text(path), path), path, "definition", notes)
+    return validate(Definition, parse_json(read_text(path), path), path, "definition", notes)
 
 
 def load_workloads(path: Path | str, notes: Loaded | None = None, definition: Definition | None = None) -> list[Workload]:
@@ -137,10 +137,10 @@ def load_workloads(path: Path | str, notes: Loaded | None = None, definition: De
     path = Path(path)
     workloads: list[Workload] = []
     seen: set[str] = set()
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        data = _parse_json(line, path, number)
+        data = parse_json(line, path, number)
         wl = validate(Workload, data, path, "workload", notes, prefix=f"line {number}: ")
         if definition is not None:
             check_workload(definition, wl, path, notes, prefix=f"line {number}: ")
@@ -156,7 +156,7 @@ def load_workloads(path: Path | str, notes: Loaded | None = None, definition: De
 def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
     """A solution JSON; sources with empty content are read from files beside it."""
     path = Path(path)
-    data = _parse_json(_read_text(path), path)
+    data = parse_json(read_text(path), path)
     if isinstance(data, dict) and isinstance(data.get("sources"), list):
         for i, src in enumerate(data["sources"]):
             if isinstance(src, dict) and not src.get("content") and isinstance(src.get("path"), str):
@@ -170,7 +170,7 @@ def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
                         path, f"field 'sources.{i}.content' is empty and {beside} does not exist to fill it"
                     )
                 try:
-                    src["content"] = _read_text(beside)
+                    src["content"] = read_text(beside)
                 except FormatError as exc:
                     raise FormatError(path, f"field 'sources.{i}.content' is empty and {beside} {exc.message}") from None
                 if notes is not None:
@@ -181,7 +181,7 @@ def load_solution(path: Path | str, notes: Loaded | None = None) -> Solution:
 def load_config(path: Path | str, notes: Loaded | None = None) -> dict[str, Any]:
     """The fields a config file sets (validated), for field-by-field merging."""
     path = Path(path)
-    data = _parse_json(_read_text(path), path)
+    data = parse_json(read_text(path), path)
     validate(BenchmarkConfig, data, path, "benchmark config", notes)
     return data
 
