@@ -47,6 +47,7 @@ def _register() -> None:
     from sol_execbench.cli import diagnostics_cmd  # noqa: F401
     from sol_execbench.cli import worker_cmd  # noqa: F401
     from sol_execbench.cli import dataset_cmd  # noqa: F401
+    from sol_execbench.cli import bound_cmd  # noqa: F401
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from sol_execbench import __version__
 from sol_execbench.schema import STATUS_MEANING, BenchmarkConfig, Definition, Solution, Trace, Workload
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
+from sol_execbench.schema.bound import ProblemBound
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -23,6 +24,7 @@ FORMATS = {
     "solution": Solution,
     "trace": Trace,
     "benchmark_config": BenchmarkConfig,
+    "bound": ProblemBound,
 }
 
 
