@@ -131,7 +131,8 @@ def test_contract_json(run):
     result = run("contract", "--json")
     assert result.exit_code == 0
     doc = json.loads(result.output)
-    assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest"}
+    assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest",
+                                   "bound"}
     assert all("properties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
     assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain"} <= names

@@ -17,11 +17,12 @@ import sys
 from dataclasses import dataclass, field
 
 from sol_execbench.platform import cuda_arch_name
+from sol_execbench.platform.parts import match_part
 
 LOCAL = "LOCAL"
 _TOOL_TIMEOUT_S = 15.0
 
-# Named part -> (vendor, arch). The one home of this fact; keys are normalised by _norm().
+# Named part -> (vendor, arch). The one home of this fact; keys are normalised (platform.parts).
 TARGET_ARCHS: dict[str, tuple[str, str]] = {
     "B200": ("cuda", "sm_100a"), "GB200": ("cuda", "sm_100a"),
     "B300": ("cuda", "sm_103a"), "GB300": ("cuda", "sm_103a"),
@@ -56,17 +57,10 @@ class ArchChoice:
         return f"{self.source}:{','.join(self.archs)}"
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "", name.upper()).removeprefix("NVIDIA").removeprefix("AMD").removeprefix("INSTINCT")
-
-
 def lookup_target(name: str) -> tuple[str, str] | None:
     """(vendor, arch) of a named part; "NVIDIA H100 80GB HBM3" finds H100 (longest known prefix)."""
-    key = _norm(name)
-    if key in TARGET_ARCHS:
-        return TARGET_ARCHS[key]
-    prefixes = [k for k in TARGET_ARCHS if key.startswith(k)]
-    return TARGET_ARCHS[max(prefixes, key=len)] if prefixes else None
+    key = match_part(name, TARGET_ARCHS)
+    return TARGET_ARCHS[key] if key else None
 
 
 def has_explicit_arch(flags: list[str]) -> bool:

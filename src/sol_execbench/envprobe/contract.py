@@ -14,6 +14,7 @@ from sol_execbench import __version__
 from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConfig, Definition, MigrationManifest, Solution,
                                   Trace, Workload)
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
+from sol_execbench.schema.bound import ProblemBound
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -25,6 +26,7 @@ FORMATS = {
     "trace": Trace,
     "benchmark_config": BenchmarkConfig,
     "migration_manifest": MigrationManifest,
+    "bound": ProblemBound,
 }
 
 

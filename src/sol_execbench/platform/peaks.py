@@ -1,0 +1,104 @@
+"""Vendor datasheet peaks per part: dense FLOP/s per dtype and memory bandwidth.
+
+Every rate is the vendor's *dense* figure (sparse figures, which NVIDIA and AMD print with an
+asterisk or in a second column, are halved back to dense). Matrix rates are the tensor-core /
+matrix-core rates; vector rates are the non-matrix (CUDA core / SIMD) rates. Keys are the part
+names of the build's arch table (``build.native_arch.TARGET_ARCHS``); a device name such as
+"NVIDIA H100 80GB HBM3" or "AMD Instinct MI300X" resolves through ``platform.parts.match_part``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .parts import match_part, normalize_part_name
+
+TERA = 1e12
+
+# Dtype names of the rates (the names pricing uses; schema dtypes map onto them in scoring/).
+MATRIX_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+VECTOR_DTYPES = ("fp64", "fp32")
+
+
+class UnknownPartError(Exception):
+    """No peak table entry for a name; the message lists the known parts."""
+
+
+@dataclass(frozen=True)
+class PartPeaks:
+    """One part's datasheet peaks (FLOP/s and B/s)."""
+
+    name: str  # the table key, as native_arch names the part: "H100", "MI300X"
+    label: str  # the exact product the numbers are for: "NVIDIA H100 SXM5 80GB"
+    vendor: str  # "cuda" or "rocm"
+    memory_bandwidth: float  # B/s
+    matrix: dict[str, float]  # dtype -> dense matrix-core FLOP/s; a dtype the part lacks is absent
+    vector: dict[str, float]  # dtype -> non-matrix FLOP/s (fp64, fp32)
+    source: str  # datasheet name and URL
+    aliases: tuple[str, ...] = field(default=())  # other spellings (normalised like the names)
+
+
+_H100_SOURCE = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5 and PCIe columns; tensor rates printed with "
+                "sparsity, halved here), https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet")
+# The H200 has the H100 SXM's compute; only its memory (141 GB HBM3e, 4.8 TB/s) differs.
+_HOPPER_SXM_MATRIX = {"fp64": 67 * TERA, "tf32": 494.7 * TERA, "bf16": 989.4 * TERA, "fp16": 989.4 * TERA,
+                      "fp8": 1978.9 * TERA}
+_HOPPER_SXM_VECTOR = {"fp64": 34 * TERA, "fp32": 67 * TERA}
+# MI325X has the MI300X's compute (CDNA 3, 304 CUs at 2.1 GHz); only its memory (256 GB HBM3e, 6 TB/s) differs.
+_CDNA3_MATRIX = {"fp64": 163.4 * TERA, "fp32": 163.4 * TERA, "tf32": 653.7 * TERA, "bf16": 1307.4 * TERA,
+                 "fp16": 1307.4 * TERA, "fp8": 2614.9 * TERA}
+_CDNA3_VECTOR = {"fp64": 81.7 * TERA, "fp32": 163.4 * TERA}
+
+PEAKS: tuple[PartPeaks, ...] = (
+    PartPeaks("H100", "NVIDIA H100 SXM5 80GB", "cuda", 3.35 * TERA, _HOPPER_SXM_MATRIX, _HOPPER_SXM_VECTOR,
+              _H100_SOURCE, aliases=("H100SXM", "H100SXM5")),
+    PartPeaks("H100PCIE", "NVIDIA H100 PCIe 80GB", "cuda", 2.0 * TERA,
+              {"fp64": 51 * TERA, "tf32": 378 * TERA, "bf16": 756 * TERA, "fp16": 756 * TERA, "fp8": 1513 * TERA},
+              {"fp64": 26 * TERA, "fp32": 51 * TERA}, _H100_SOURCE),
+    PartPeaks("H200", "NVIDIA H200 SXM 141GB", "cuda", 4.8 * TERA, _HOPPER_SXM_MATRIX, _HOPPER_SXM_VECTOR,
+              "NVIDIA H200 Tensor Core GPU product page and datasheet (SXM column; tensor rates printed with "
+              "sparsity, halved here), https://www.nvidia.com/en-us/data-center/h200/", aliases=("H200SXM",)),
+    PartPeaks("B200", "NVIDIA B200 (HGX B200, 1000 W)", "cuda", 8.0 * TERA,
+              {"fp64": 37 * TERA, "tf32": 1100 * TERA, "bf16": 2250 * TERA, "fp16": 2250 * TERA, "fp8": 4500 * TERA,
+               "fp4": 9000 * TERA},
+              {"fp64": 37 * TERA, "fp32": 75 * TERA},
+              "NVIDIA HGX B200 specifications (per-GPU: 8-GPU totals divided by 8; tensor rates printed with "
+              "sparsity, halved here) and DGX B200 datasheet (64 TB/s HBM3e over 8 GPUs), "
+              "https://www.nvidia.com/en-us/data-center/hgx/", aliases=("HGXB200", "DGXB200")),
+    PartPeaks("A100", "NVIDIA A100 SXM4 80GB", "cuda", 2.039 * TERA,
+              {"fp64": 19.5 * TERA, "tf32": 156 * TERA, "bf16": 312 * TERA, "fp16": 312 * TERA},
+              {"fp64": 9.7 * TERA, "fp32": 19.5 * TERA},
+              "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column; dense figures), "
+              "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+              "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf", aliases=("A100SXM", "A100SXM480GB")),
+    PartPeaks("MI300X", "AMD Instinct MI300X OAM", "rocm", 5.3 * TERA, _CDNA3_MATRIX, _CDNA3_VECTOR,
+              "AMD Instinct MI300X data sheet (dense column), https://www.amd.com/content/dam/amd/en/documents/"
+              "instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf"),
+    PartPeaks("MI325X", "AMD Instinct MI325X OAM", "rocm", 6.0 * TERA, _CDNA3_MATRIX, _CDNA3_VECTOR,
+              "AMD Instinct MI325X product page and data sheet (dense column), "
+              "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"),
+    # CDNA 4 has no TF32 matrix path (TF32 is emulated through BF16), hence no tf32 rate.
+    PartPeaks("MI355X", "AMD Instinct MI355X OAM", "rocm", 8.0 * TERA,
+              {"fp64": 78.6 * TERA, "fp32": 157.3 * TERA, "bf16": 2516.6 * TERA, "fp16": 2516.6 * TERA,
+               "fp8": 5033.2 * TERA, "fp4": 10066.3 * TERA},
+              {"fp64": 78.6 * TERA, "fp32": 157.3 * TERA},
+              "AMD Instinct MI355X product page and data sheet (dense column), "
+              "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"),
+)
+
+_BY_KEY: dict[str, PartPeaks] = {normalize_part_name(alias): part
+                                 for part in PEAKS for alias in (part.name, *part.aliases)}
+
+
+def known_parts() -> list[str]:
+    return [part.name for part in PEAKS]
+
+
+def peaks_for(name: str) -> PartPeaks:
+    """The peaks of the part ``name`` denotes (a table name, an alias or a device name).
+
+    Raises UnknownPartError naming the known parts."""
+    key = match_part(name, _BY_KEY)
+    if key is None:
+        raise UnknownPartError(f"no peak table entry for '{name}'; known parts: {', '.join(known_parts())}")
+    return _BY_KEY[key]

@@ -1,0 +1,67 @@
+"""The speed-of-light bound of a problem's workloads on one part (``sol-execbench bound --json``)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from .base import NonEmptyString, NonNegativeInt, SchemaModel
+
+
+class PricedFlops(SchemaModel):
+    """FLOPs of one kind and dtype, and the rate that prices them."""
+
+    unit: Literal["matrix", "vector"]
+    """``matrix``: matmul, convolution and attention FLOPs (tensor / matrix cores); ``vector``: the rest."""
+    dtype: NonEmptyString
+    """torch dtype name of the operands (matrix: the first input's; vector: the result's)."""
+    flops: NonNegativeInt
+    priced_as: NonEmptyString
+    """The table rate used, e.g. ``matrix fp16`` (fp32 matmuls are priced as fp16, see docs/scoring.md)."""
+    rate_flops_per_s: float
+    time_s: float
+
+
+class WorkloadBound(SchemaModel):
+    """One workload's minimal bytes, FLOPs and the time neither can beat."""
+
+    uuid: NonEmptyString
+    axes: dict[str, int]
+    """Every axis value (constants and expressions resolved)."""
+    bytes_moved: NonNegativeInt
+    """Each input read once and each output written once (Python scalars are free)."""
+    flops: list[PricedFlops]
+    """Empty when the bound is bytes-only."""
+    total_flops: Optional[NonNegativeInt]
+    arithmetic_intensity: Optional[float]
+    """FLOPs per byte moved; null when bytes-only or nothing is moved."""
+    compute_time_s: Optional[float]
+    memory_time_s: float
+    t_sol_s: float
+    """max(compute_time_s, memory_time_s)."""
+    bound_by: Literal["compute", "memory"]
+    bytes_only_reason: Optional[str] = None
+    """Why the reference could not be counted (it ran into data it needs, e.g. ``.item()``)."""
+
+
+class HardwarePeaks(SchemaModel):
+    """The table entry that priced the bound."""
+
+    name: NonEmptyString
+    label: NonEmptyString
+    memory_bandwidth_bytes_per_s: float
+    matrix_flops_per_s: dict[str, float]
+    vector_flops_per_s: dict[str, float]
+    source: NonEmptyString
+    resolved_from: NonEmptyString
+    """The name given (``--hardware``) or the detected device name."""
+
+
+class ProblemBound(SchemaModel):
+    """A problem's bounds, one per workload."""
+
+    problem: NonEmptyString
+    """The problem directory as given."""
+    definition: NonEmptyString
+    hardware: HardwarePeaks
+    ceilings: Literal["datasheet"] = "datasheet"
+    workloads: list[WorkloadBound]

@@ -1,0 +1,32 @@
+import pytest
+
+from sol_execbench.build.native_arch import lookup_target
+from sol_execbench.platform.peaks import MATRIX_DTYPES, PEAKS, UnknownPartError, peaks_for
+
+
+@pytest.mark.parametrize("name, part", [
+    ("NVIDIA H100 80GB HBM3", "H100"), ("H100", "H100"), ("h100-sxm", "H100"), ("NVIDIA H100 PCIe", "H100PCIE"),
+    ("AMD Instinct MI300X", "MI300X"), ("MI325X", "MI325X"), ("AMD Instinct MI355X", "MI355X"),
+    ("NVIDIA H200", "H200"), ("NVIDIA B200", "B200"), ("NVIDIA A100-SXM4-80GB", "A100"),
+])
+def test_names_resolve_to_one_entry(name, part):
+    assert peaks_for(name).name == part
+
+
+def test_unknown_part_lists_the_known_ones():
+    with pytest.raises(UnknownPartError, match="known parts: H100, .*MI355X"):
+        peaks_for("Radeon 7900")
+
+
+def test_every_part_is_a_build_target_with_positive_rates_and_a_source():
+    for part in PEAKS:
+        assert lookup_target(part.name) is not None  # one name for the build and the peaks
+        assert part.memory_bandwidth > 1e12 and part.source.count("https://") >= 1
+        assert set(part.matrix) <= set(MATRIX_DTYPES) and all(rate > 1e12 for rate in part.matrix.values())
+        assert {"fp16", "bf16"} <= set(part.matrix) and {"fp32", "fp64"} == set(part.vector)
+
+
+def test_build_matcher_unchanged():
+    assert lookup_target("NVIDIA H100 80GB HBM3") == ("cuda", "sm_90a")
+    assert lookup_target("AMD Instinct MI300X") == ("rocm", "gfx942")
+    assert lookup_target("Radeon 7900") is None
