@@ -82,6 +82,19 @@ def test_output_folder_not_empty(tmp_path: Path):
     assert [p.name for p in out.iterdir()] == ["keep"]
 
 
+def test_an_empty_output_folder_is_used(tmp_path: Path):
+    src, out = sol_tree(tmp_path / "src"), tmp_path / "out"
+    out.mkdir()
+    assert migrate("migrate-sol", src, out).exit_code == 0 and (out / "L2/001_scale/definition.json").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_manifest_inside_source(tmp_path: Path):
+    src = sol_tree(tmp_path / "src")
+    _assert_one_line_exit_2(migrate("migrate-sol", src, tmp_path / "out", "--manifest", src / "m.json"),
+                            ["--manifest lies in the source", "changes nothing in its source"])
+
+
 def test_output_inside_source(tmp_path: Path):
     src = sol_tree(tmp_path / "src")
     _assert_one_line_exit_2(migrate("migrate-sol", src, src / "migrated"), ["overlaps the source"])

@@ -3,6 +3,7 @@ reference wraps the model and whose inputs come from a seeded custom-inputs entr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .trees import (KB_LINEAR, evaluate_reference, kernelbench_tree, load_problem, migrate,
@@ -49,7 +50,8 @@ def test_inputs_are_made_on_the_device_the_evaluator_names(tmp_path: Path):
 def test_a_lone_file_and_determinism(tmp_path: Path):
     src = kernelbench_tree(tmp_path / "kb") / "KernelBench/level2/1_Linear_ReLU_Sum.py"
     first, second = tmp_path / "one", tmp_path / "two"
-    assert migrate("migrate-kernelbench", src, first).exit_code == 0
+    result = migrate("migrate-kernelbench", src, first, "--json")
+    assert json.loads(result.stdout)["problems"][0]["path"] == "L2/1_Linear_ReLU_Sum"  # the file's print went to stderr
     assert migrate("migrate-kernelbench", src, second).exit_code == 0
     assert tree_bytes(first) == tree_bytes(second)
     assert (first / "L2/1_Linear_ReLU_Sum/definition.json").is_file()

@@ -100,6 +100,7 @@ class Migration:
         self.problems: list[MigratedProblem] = []
         self.blockers: list[Blocker] = []
         self.denominators = MigrationDenominators()
+        self._sources: dict[str, str] = {}  # problem path -> the source it was first drafted from
 
     def block(self, code: BlockerCode, scope: BlockerScope, source: str, detail: str, problem: str | None = None) -> None:
         """Record a blocker and count its record as seen and blocked."""
@@ -115,9 +116,8 @@ class Migration:
     def add(self, draft: ProblemDraft) -> None:
         """Check a drafted problem with the loader and keep what loads; record what does not."""
         path = draft.path
-        if any(p.path == path for p in self.problems):
-            self._block_problem(draft, BlockerCode.DUPLICATE_PROBLEM, f"'{path}' was already migrated from "
-                                f"{next(p.source for p in self.problems if p.path == path)}")
+        if path in self._sources:
+            self._block_problem(draft, BlockerCode.DUPLICATE_PROBLEM, f"'{path}' is already taken by {self._sources[path]}")
             return
         if draft.blocker is not None:
             self._block_problem(draft, *draft.blocker)
@@ -143,6 +143,7 @@ class Migration:
         self._tally(BlockerScope.TRACE, migrated=len(draft.traces))
         self.problems.append(MigratedProblem(path=path, source=draft.source, migrated=True, workloads=len(workloads),
                                              solutions=len(solutions)))
+        self._sources[path] = draft.source
         self.files[f"{path}/{DEFINITION_FILE}"] = json_text(draft.definition).encode()
         self.files[f"{path}/{WORKLOAD_FILE}"] = jsonl_text(workloads).encode()
         for name, text in draft.extra_files.items():
@@ -193,6 +194,7 @@ class Migration:
         self._tally(BlockerScope.SOLUTION, blocked=len(draft.solutions))
         self._tally(BlockerScope.TRACE, blocked=len(draft.traces))
         self.problems.append(MigratedProblem(path=draft.path, source=draft.source, migrated=False))
+        self._sources.setdefault(draft.path, draft.source)
 
     def manifest(self) -> MigrationManifest:
         files = [MigratedFile(path=path, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))

@@ -12,8 +12,10 @@ for that. The problem files are executed: migrate only files you would run.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import re
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -126,12 +128,14 @@ def _discover(source: str, path: Path) -> tuple[list[str], list[Any], Any]:
     import torch
 
     namespace: dict[str, Any] = {"__name__": f"kernelbench_{path.stem}", "__file__": str(path)}
-    exec(compile(source, str(path), "exec"), namespace)
-    model_class = namespace["Model"]
-    with torch.device("meta"), torch.no_grad():
-        model = model_class(*namespace["get_init_inputs"]())
-        inputs = list(namespace["get_inputs"]())
-        outputs = model(*inputs)
+    # What the problem prints goes to stderr: stdout carries the manifest under --json.
+    with contextlib.redirect_stdout(sys.stderr):
+        exec(compile(source, str(path), "exec"), namespace)
+        model_class = namespace["Model"]
+        with torch.device("meta"), torch.no_grad():
+            model = model_class(*namespace["get_init_inputs"]())
+            inputs = list(namespace["get_inputs"]())
+            outputs = model(*inputs)
     return _input_names(model_class.forward, len(inputs)), inputs, outputs
 
 

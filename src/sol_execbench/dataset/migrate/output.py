@@ -10,6 +10,7 @@ from pathlib import Path
 from sol_execbench.schema.migration import MIGRATION_MANIFEST_NAME, MigrationManifest
 
 from .collect import Migration, MigrationError
+from .sources import existing_source
 
 
 def _is_within(path: Path, folder: Path) -> bool:
@@ -18,7 +19,7 @@ def _is_within(path: Path, folder: Path) -> bool:
 
 def check_output(src: Path, out: Path, manifest_path: Path | None) -> None:
     """Refuse, before any reading, an OUT that would mix with other files or with the source."""
-    out, src = out.resolve(), src.resolve()
+    out, src = out.resolve(), existing_source(src).resolve()
     if out.exists() and not out.is_dir():
         raise MigrationError(str(out), None, "exists and is not a folder", "give a new folder as OUT")
     if out.is_dir() and any(out.iterdir()):
@@ -28,6 +29,9 @@ def check_output(src: Path, out: Path, manifest_path: Path | None) -> None:
         raise MigrationError(str(out), None, f"overlaps the source {src}", "give an OUT outside SRC")
     if manifest_path is not None and manifest_path.is_dir():
         raise MigrationError(str(manifest_path), "--manifest", "is a folder", "give a file path for the manifest")
+    if manifest_path is not None and _is_within(manifest_path.resolve(), src):
+        raise MigrationError(str(manifest_path), "--manifest", f"lies in the source {src}",
+                             "give a path outside SRC: a migration changes nothing in its source")
 
 
 def _write_file(path: Path, data: bytes) -> None:
