@@ -5,7 +5,8 @@
   made from a secret seed, or, where no input varies with the seed (blobs and scalars only), the
   workload's inputs with their floats scaled down by a power of two (a different one per set).
   Their outputs are kept and checked against the reference after timing, destination outputs
-  inside guard bands. A mismatch is REWARD_HACK when the solution behaves differently when timed
+  inside guard bands. A mismatch is REWARD_HACK when the tensors the call returned hold the right
+  answer later (written after the call returned), when the solution behaves differently when timed
   (it now fails inputs it passed in the correctness rounds, or passes the audited inputs when re-run
   untimed), or when on scaled inputs it returned the answer to the workload's own; otherwise it is
   INCORRECT_NUMERICAL (wrong on some inputs), or, on scaled inputs (which the workload never asked
