@@ -12,6 +12,8 @@ from typing import Any
 
 from sol_execbench import __version__
 from sol_execbench.schema import STATUS_MEANING, BenchmarkConfig, Definition, Solution, Trace, Workload
+from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
+from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
@@ -23,6 +25,12 @@ FORMATS = {
     "solution": Solution,
     "trace": Trace,
     "benchmark_config": BenchmarkConfig,
+    "dataset_run_record": RunRecord,
+    "dataset_summary": DatasetSummary,
+    "timeout_overrides": TimeoutOverrides,
+    "ready_subset": ReadySubset,
+    "readiness": Readiness,
+    "execution_closure": ExecutionClosure,
 }
 
 
