@@ -6,6 +6,8 @@ into the build cache, and a ready subset with its execution closure."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,9 @@ from sol_execbench.schema.dataset_inputs import ExecutionClosure
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 
 from ..conftest import CONFORMANCE
+from ..problems import poll_until, run_processes, staging_left
 from ..native.helpers import tiny_solution
-from .conftest import add_problem, light_config, run_to_end
+from .conftest import add_problem, light_config, run_to_end, start_run
 
 HANGS_ON_64 = """import time
 
@@ -148,3 +151,26 @@ def test_a_ready_subset_bounds_the_run_and_the_closure_accounts_for_every_worklo
     other = run_to_end(tmp_path, root, out, light_config(tmp_path), "--ready-subset", str(subset),
                        "--readiness", str(readiness))
     assert other.returncode == 0 and "1 to evaluate, 0 reused" in other.stdout, other.stderr
+
+
+def test_sigterm_stops_the_evaluation_in_progress_and_leaves_nothing(tmp_path: Path):
+    root = tmp_path / "suite"
+    quick = add_problem(root, "L1/quick", sizes=(8, 128))  # the more input bytes: evaluated first
+    (quick / "solution.py").write_text("def run(a, b):\n    return a + b\n")
+    hangs = add_problem(root, "L1/hangs", sizes=(64,))
+    (hangs / "solution.py").write_text(HANGS_ON_64)
+    out = tmp_path / "out"
+    run = start_run(tmp_path, root, out, light_config(tmp_path), "--solution-name", "solution.py")
+    assert poll_until(lambda: (out / "L1/quick/run.json").is_file() and (out / "L1/hangs/.traces.partial.jsonl").is_file(),
+                      240), run.communicate(timeout=5)
+    time.sleep(2)  # the hanging child is running by now
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 143 and "stopped by SIGTERM" in stderr and "Traceback" not in stderr, stderr
+    marker = str(tmp_path / "tmp")
+    assert poll_until(lambda: run_processes(marker) == [], 5.0), run_processes(marker)
+    assert staging_left(tmp_path) == []
+    assert not (out / "L1/hangs/run.json").exists() and not (out / "L1/hangs/traces.jsonl").exists()
+    summary = _summary(out)
+    assert summary.stopped and "interrupted" in summary.stopped
+    assert [p.problem for p in summary.problems] == ["L1/quick"]

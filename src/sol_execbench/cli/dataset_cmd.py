@@ -34,9 +34,30 @@ def _categories(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part for value in values for part in value.split(",") if part)
 
 
+class ManyValuesOption(click.Option):
+    """A repeatable option that also takes several values at once, as the reference's
+    ``--category L1 L2`` does (argparse ``nargs='+'``): the words after it up to the next option."""
+
+    def add_to_parser(self, parser, ctx) -> None:
+        super().add_to_parser(parser, ctx)
+        for name in self.opts:
+            option = parser._long_opt.get(name) or parser._short_opt.get(name)
+            if option is None:
+                continue
+            take_one = option.process
+
+            def take_many(value, state, take_one=take_one) -> None:
+                take_one(value, state)
+                while state.rargs and not state.rargs[0].startswith("-"):
+                    take_one(state.rargs.pop(0), state)
+
+            option.process = take_many
+
+
 @dataset_group.command("run")
 @click.argument("root", type=PATH)
-@click.option("--category", multiple=True, metavar="NAME", help="Only problems below this category folder (repeatable, or comma-separated).")
+@click.option("--category", cls=ManyValuesOption, multiple=True, metavar="NAME...",
+              help="Only problems below these category folders (--category L1 L2, repeatable, or comma-separated).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many problems.")
 @click.option("--phase", type=click.Choice(["all", "traces", "derived", "timing"]), default="all", show_default=True,
               help="traces: evaluate; derived and timing reports are not available yet.")

@@ -1,6 +1,7 @@
 """Finding the problems of a dataset: a folder holding ``definition.json`` and ``workload.jsonl`` is
-a problem, named by its path relative to the root (``L1/rmsnorm``; ``.`` when the root itself is
-the problem). Category folders may nest; a problem's category is the path above it."""
+a problem, named by its path relative to the root (``L1/rmsnorm``). Category folders may nest; a
+problem's category is the path above it. A root that is itself a problem is named by its folder's
+name (category empty)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from sol_execbench.schema.base import closest_name
 
 DEFINITION_FILE = "definition.json"
 WORKLOAD_FILE = "workload.jsonl"
-ROOT_PROBLEM = "."
 
 
 class DatasetUsageError(Exception):
@@ -47,7 +47,7 @@ def discover(root: Path, skip: Path | None = None) -> list[DatasetProblem]:
     """Every problem below ``root`` in path order; ``skip`` (the run's output folder when it lies
     inside the root) is not searched. Folders starting with '.' are not searched either."""
     if is_problem_folder(root):
-        return [DatasetProblem(ROOT_PROBLEM, root)]
+        return [DatasetProblem(root.name, root)]
     skip_real = os.path.realpath(skip) if skip is not None else None
     found: list[DatasetProblem] = []
     seen: set[str] = set()  # real paths: a link back up the tree is searched once

@@ -19,14 +19,15 @@ from .records import read_run_record, read_traces
 REQUESTED_ONLY = ("dataset_manifest", "ready_subset", "readiness")
 
 
-def hashes_match(recorded: RunHashes, current: RunHashes) -> bool:
+def hash_mismatch(recorded: RunHashes, current: RunHashes) -> str | None:
+    """The first hash that differs, named, or None when the records agree."""
     for name in RunHashes.model_fields:
         now = getattr(current, name)
         if name in REQUESTED_ONLY and now is None:
             continue
         if getattr(recorded, name) != now:
-            return False
-    return True
+            return f"the {name.replace('_', ' ')} hash changed"
+    return None
 
 
 @dataclass(frozen=True)
@@ -35,22 +36,27 @@ class Reused:
     traces: list[Trace]
 
 
-def earlier_results(loaded: LoadedProblem, rerun: bool) -> Reused | None:
-    """The earlier results of this problem when they may be reused, else None (evaluate it)."""
+def earlier_results(loaded: LoadedProblem, rerun: bool) -> Reused | str | None:
+    """The earlier results of this problem when they may be reused; else why it is evaluated again
+    (None when it was never finished)."""
     if rerun:
-        return None
+        return "--rerun"
     record = read_run_record(loaded.out_folder)
-    if record is None or not record.all_passed or not hashes_match(record.hashes, loaded.hashes):
+    if record is None:
         return None
+    if not record.all_passed:
+        return "not every workload PASSED"
+    changed = hash_mismatch(record.hashes, loaded.hashes)
+    if changed:
+        return changed
     path = loaded.out_folder / record.traces_file
     try:
         if file_sha256(path) != record.traces_sha256:
-            return None  # changed since it was recorded
+            return f"{record.traces_file} changed since it was written"
         traces = read_traces(path)
     except (OSError, ValueError):
-        return None
-    if [t.workload.uuid for t in traces] != [w.uuid for w in loaded.workloads]:
-        return None
-    if any(t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED for t in traces):
-        return None
+        return f"{record.traces_file} is missing or unreadable"
+    if [t.workload.uuid for t in traces] != [w.uuid for w in loaded.workloads] or \
+            any(t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED for t in traces):
+        return f"{record.traces_file} does not hold a PASSED trace of each workload"
     return Reused(record, traces)

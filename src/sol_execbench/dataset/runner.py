@@ -12,6 +12,7 @@ import dataclasses
 import fcntl
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from sol_execbench import __version__
 from sol_execbench.schema.dataset_run import DatasetSummary, ProblemSummary, RunRecord
 
 from .devices import evaluation_slots
-from .discovery import ROOT_PROBLEM, DatasetProblem, DatasetUsageError, discover, select
+from .discovery import DatasetProblem, DatasetUsageError, discover, is_problem_folder, select
 from .events import EventSink, ProblemOrder, RunEvent, RunPlan
 from .execution import EvaluationSettings, ProblemResult, evaluate_problem_shards, now_iso, prebuild
 from .closure import build_closure, write_closure
@@ -29,7 +30,7 @@ from .inputs import RunInputs, read_run_inputs
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
 from .options import JOBS_CAP, PREPARE_JOBS_CAP, RunOptions, check_combination, cpu_jobs
 from .records import commit_problem, partial_traces, replace_file, sha256_bytes, traces_bytes
-from .reuse import earlier_results
+from .reuse import Reused, earlier_results
 from .scheduler import RunControl, Scheduler
 from .shards import load_timeout_plan
 from .summary import all_passed, category_summaries, problem_summary, speedups
@@ -96,7 +97,7 @@ def _problems(options: RunOptions, root: Path, output: Path) -> tuple[list[Datas
     if not every:
         raise DatasetUsageError(f"{root}: no problem below it (a problem is a folder with definition.json and "
                                 "workload.jsonl)")
-    if options.categories and every[0].key == ROOT_PROBLEM:
+    if options.categories and is_problem_folder(root):
         raise DatasetUsageError(f"--category: {root} is one problem, not a dataset root of category folders")
     return every, select(every, options.categories, options.limit)
 
@@ -130,6 +131,7 @@ class DatasetRun:
         self.speedups: dict[str, list[float]] = {}
         self.statuses: dict[str, dict[str, str]] = {}  # problem -> uuid -> status (for the closure)
         self.order: ProblemOrder | None = None
+        self.again: list[str] = []  # why problems with a run record are evaluated again
 
     def add(self, summary: ProblemSummary, traces: list) -> None:
         self.summaries[summary.problem] = summary
@@ -139,17 +141,20 @@ class DatasetRun:
     def settle(self, loaded: list[LoadedProblem | SkippedProblem]) -> list[LoadedProblem]:
         """Skipped and reused problems get their summaries now; the rest are returned, to evaluate."""
         to_run = []
+        again: Counter[str] = Counter()
         for item in loaded:
             if isinstance(item, SkippedProblem):
                 self.add(problem_summary(item.problem.key, item.problem.category, item.definition, None, "skipped", [],
                                          None, note=item.reason), [])
                 continue
             reused = earlier_results(item, self.options.rerun)
-            if reused is None:
+            if not isinstance(reused, Reused):
                 to_run.append(item)
+                again.update([reused] if reused else [])
                 continue
             self.add(problem_summary(item.problem.key, item.problem.category, item.definition.name, item.solution.name,
                                      "reused", reused.traces, reused.record.wall_s, reused.record.device), reused.traces)
+        self.again = [f"{count} problem(s) finished earlier are evaluated again: {why}" for why, count in again.items()]
         return _longest_first(to_run)
 
     def prepare(self, loaded: LoadedProblem) -> None:
@@ -244,6 +249,8 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
                                                sum(s.outcome == "reused" for s in run.summaries.values()),
                                                sum(s.outcome == "skipped" for s in run.summaries.values()),
                                                tuple(s or "default" for s in slots), options.execution_mode)))
+        for note in run.again:
+            on_event(RunEvent("note", text=note))
         try:
             run.run(to_run, slots)
         finally:  # a stopped run still says what it finished

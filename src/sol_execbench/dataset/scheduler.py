@@ -8,12 +8,15 @@ the build cache) while the slots evaluate; in serial mode nothing runs ahead.
 Worker threads are daemons and every process they start dies with the run (the evaluator's
 children and the compile processes carry the parent-death signal): a run killed at any moment
 leaves nothing behind. A stop (a signal, ``--timeout-policy fail``, an error) lets no further
-problem start and no further result be committed."""
+problem start and no further result be committed; a signal also interrupts the evaluations in
+progress, which clean up as the ``evaluate`` command's does."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from typing import Callable, Generic, Iterator, TypeVar
 
 P = TypeVar("P")
 _JOIN_POLL_S = 0.2  # the main thread wakes this often, so that a signal's handler runs promptly
+_INTERRUPT_GRACE_S = 10.0  # an interrupted evaluation ends its child and removes its staging in well under this
 
 
 @dataclass
@@ -85,11 +89,30 @@ class Scheduler(Generic[P]):
             for thread in threads:
                 while thread.is_alive():
                     thread.join(_JOIN_POLL_S)
-        except BaseException:
-            self.control.stop("interrupted")
+        except BaseException as exc:
+            self.control.stop(f"interrupted ({type(exc).__name__})")
+            _interrupt(threads)
             raise
         finally:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-        if self.errors:
-            raise self.errors[0]
+        errors = [e for e in self.errors if not isinstance(e, EvaluationInterrupted)]
+        if errors:
+            raise errors[0]
+
+
+class EvaluationInterrupted(BaseException):
+    """Raised inside a worker thread when the run is stopped (a signal in the main thread)."""
+
+
+def _interrupt(threads: list[threading.Thread], grace_s: float = _INTERRUPT_GRACE_S) -> None:
+    """Stop the evaluations in progress the way a signal stops the single evaluation of the
+    ``evaluate`` command: an exception raised in the thread that waits on the child, whose cleanup
+    then ends the child's session and removes its staging folder. Waits up to ``grace_s`` for that."""
+    for thread in threads:
+        if thread.is_alive() and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                       ctypes.py_object(EvaluationInterrupted))
+    deadline = time.monotonic() + grace_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))

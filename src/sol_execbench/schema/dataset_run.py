@@ -44,7 +44,7 @@ class RunRecord(SchemaModel):
 
     schema_version: Literal["1"] = RUN_RECORD_VERSION
     problem: NonEmptyString
-    """The problem's path relative to the dataset root (``.`` when the root is the problem)."""
+    """The problem's path relative to the dataset root (its folder's name when the root is the problem)."""
     definition: NonEmptyString
     solution: NonEmptyString
     solution_origin: NonEmptyString
