@@ -4,8 +4,10 @@ partial file the moment it arrives, the traces in workload order at the end."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +28,7 @@ from .shards import TimeoutPlan, plan_shards
 # build the prebuild could not finish is not a different verdict from the evaluation's own.
 COMPILE_TIMEOUT_S = 120.0
 NOT_EVALUATED_HARDWARE = "not evaluated (blob precheck)"
+API_WORKLOADS = "workloads argument"  # how evaluate() names workloads given as objects in its warnings
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,9 @@ def evaluate_problem_shards(loaded: LoadedProblem, device: str | None, settings:
         trace.workload = originals.get(trace.workload.uuid, trace.workload)  # as written, blob paths too
         sink.write(trace)
 
+    # evaluate() checks model workloads again and repeats their warnings as Python warnings, under
+    # this name; the run has told them once already.
+    warnings.filterwarnings("ignore", message=re.escape(API_WORKLOADS) + ": ", category=UserWarning)
     shards = plan_shards(loaded.problem.key, evaluated, settings.timeouts, settings.shard_size)
     for shard in shards:
         traces = evaluate(loaded.definition, shard.workloads, loaded.solution, loaded.config, device=device,

@@ -115,6 +115,13 @@ def _check_blobs(loaded: list[LoadedProblem], mode: str) -> None:
         raise BlobsMissing(lines)
 
 
+def _load_warnings(loaded: list[LoadedProblem | SkippedProblem]) -> list[str]:
+    """One line per problem whose files hold something worth a warning (an unknown key, a solution
+    written for another definition): every trace of it carries them all."""
+    return [f"{p.problem.key}: {len(p.warnings)} warning(s), in every trace of it; first: {p.warnings[0]}"
+            for p in loaded if isinstance(p, LoadedProblem) and p.warnings]
+
+
 def _longest_first(problems: list[LoadedProblem]) -> list[LoadedProblem]:
     """The last run's wall time where a record has it; problems never timed first, by input bytes."""
     return sorted(problems, key=lambda p: (p.last_wall_s is not None, -(p.last_wall_s or 0.0), -p.input_bytes,
@@ -249,7 +256,7 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
                                                sum(s.outcome == "reused" for s in run.summaries.values()),
                                                sum(s.outcome == "skipped" for s in run.summaries.values()),
                                                tuple(s or "default" for s in slots), options.execution_mode)))
-        for note in run.again:
+        for note in run.again + _load_warnings(loaded):
             on_event(RunEvent("note", text=note))
         try:
             run.run(to_run, slots)

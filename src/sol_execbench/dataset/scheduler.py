@@ -7,9 +7,9 @@ the build cache) while the slots evaluate; in serial mode nothing runs ahead.
 
 Worker threads are daemons and every process they start dies with the run (the evaluator's
 children and the compile processes carry the parent-death signal): a run killed at any moment
-leaves nothing behind. A stop (a signal, ``--timeout-policy fail``, an error) lets no further
-problem start and no further result be committed; a signal also interrupts the evaluations in
-progress, which clean up as the ``evaluate`` command's does."""
+leaves nothing behind. A stop (``--timeout-policy fail``, an error) lets no further problem start;
+a signal also interrupts the evaluations in progress, which clean up as the ``evaluate`` command's
+does, and nothing more is committed."""
 
 from __future__ import annotations
 
@@ -29,22 +29,25 @@ _INTERRUPT_GRACE_S = 10.0  # an interrupted evaluation ends its child and remove
 
 @dataclass
 class RunControl:
-    """Whether the run goes on. A commit and the decision to stop exclude each other, so a result
-    is either committed before the stop or not at all."""
+    """Whether the run goes on. A stop lets no further problem start; an interrupting stop also
+    lets no further result be committed (the evaluations in progress are being ended). A commit and
+    the decision to interrupt exclude each other, so a result is committed whole or not at all."""
 
     stopped: str | None = None
+    interrupted: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, interrupt: bool = False) -> None:
         with self._lock:
             if self.stopped is None:
                 self.stopped = reason
+            self.interrupted = self.interrupted or interrupt
 
     @contextlib.contextmanager
     def committing(self) -> Iterator[bool]:
         """Held while a result is written; yields whether it may be."""
         with self._lock:
-            yield self.stopped is None
+            yield not self.interrupted
 
 
 @dataclass
@@ -90,7 +93,7 @@ class Scheduler(Generic[P]):
                 while thread.is_alive():
                     thread.join(_JOIN_POLL_S)
         except BaseException as exc:
-            self.control.stop(f"interrupted ({type(exc).__name__})")
+            self.control.stop(f"interrupted ({type(exc).__name__})", interrupt=True)
             _interrupt(threads)
             raise
         finally:
