@@ -26,16 +26,22 @@ def check_device(device: str | None) -> None:
 
 def evaluation_slots(device: str | None, gpu_jobs: str) -> list[str | None]:
     check_device(device)
-    on_cpu = device is not None and parse_device_spec(device)[0] == "cpu"
-    gpus = 0 if on_cpu or gpu_jobs == "1" else visible_gpus()
-    count = resolve_count("--gpu-jobs", gpu_jobs, gpus if gpus else 1)
-    if count == 1:
+    kind = parse_device_spec(device)[0]
+    device = None if kind == "auto" else device
+    if gpu_jobs == "1":
         return [device]
-    if on_cpu:
-        return ["cpu"] * count
+    if kind == "cpu":
+        return ["cpu"] * resolve_count("--gpu-jobs", gpu_jobs, 1)
+    gpus = visible_gpus()
+    count = resolve_count("--gpu-jobs", gpu_jobs, max(gpus, 1))
+    if gpus == 0 and gpu_jobs == AUTO:
+        return [device]  # no GPU: the evaluator's default device (the CPU)
     if device is not None:
+        if count == 1:
+            return [device]
         raise DatasetUsageError(f"--device {device} names one device but --gpu-jobs {gpu_jobs} runs on cuda:0..cuda:"
                                 f"{count - 1}: drop --device (CUDA_VISIBLE_DEVICES chooses the GPUs)")
-    if count > gpus and gpu_jobs != AUTO:
-        raise DatasetUsageError(f"--gpu-jobs {gpu_jobs}: {gpus} GPU(s) visible here; give at most {gpus} or 'auto'")
+    if count > gpus:
+        raise DatasetUsageError(f"--gpu-jobs {gpu_jobs}: {gpus} GPU(s) visible here; give at most {max(gpus, 1)} or "
+                                "'auto'")
     return [f"cuda:{index}" for index in range(count)]

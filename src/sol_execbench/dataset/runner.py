@@ -172,6 +172,8 @@ class DatasetRun:
     def evaluate(self, loaded: LoadedProblem, device: str | None) -> None:
         key = loaded.problem.key
         if self.control.stopped is not None:
+            if self.order is not None:
+                self.order.dropped(key)  # the problems after it are not held for it
             return
         self.on_event(RunEvent("start", key, device))
         settings = self.settings
