@@ -132,10 +132,11 @@ def test_contract_json(run):
     assert result.exit_code == 0
     doc = json.loads(result.output)
     assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest",
-                                   "bound"}
+                                   "bound", "dataset_run_record", "dataset_summary", "timeout_overrides", "ready_subset",
+                                   "readiness", "execution_closure"}
     assert all("properties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
-    assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain"} <= names
+    assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run"} <= names
     toolchain = next(c for c in doc["cli_commands"] if c["name"] == "toolchain")
     assert "--list-registry" in {flag for p in toolchain["params"] for flag in p["flags"]}
 

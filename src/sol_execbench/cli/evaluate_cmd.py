@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import sys
 from pathlib import Path
@@ -123,26 +121,16 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'--memory-limit'") from None
     _environment_facts(options, output, err)
-    from sol_execbench.cli.run_signals import RunStopped, stop_on_signals
-    from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
+    from sol_execbench.cli.run_signals import RunStopped, owned_run
 
-    # Process-wide measures (subreaper, signal handlers, ending leftover descendants) only where the
-    # CLI owns its process: run in-process (click's test runner, a notebook) they would reach the
-    # host program's own children and signals.
-    owns_process = PROCESS_OWNER[0]
-    earlier_children = set(child_pids(os.getpid()))
-    if owns_process:
-        become_subreaper()  # a solution's double-forked daemon comes back here, to be ended below
     try:
-        with stop_on_signals() if owns_process else contextlib.nullcontext():
+        with owned_run(PROCESS_OWNER[0]):
             traces = evaluate_problem(problem.definition, problem.workloads, problem.solution, problem.config, options)
     except RunStopped as stop:
         err.print(f"stopped by {stop.name}; finished traces are in {output}" if output else f"stopped by {stop.name}",
                   highlight=False)
         sys.exit(128 + stop.signum)
     finally:
-        if owns_process:
-            kill_descendants(spare=earlier_children)
         if sink is not None:
             sink.close()
     for message in options.warnings[len(problem.warnings):]:

@@ -2,10 +2,12 @@
 
 ``sol-execbench <problem_dir> ...`` evaluates; ``sol-execbench <subcommand> ...`` runs a
 subcommand. A subcommand name wins over a directory of the same name (write ``./env`` to reach
-the directory).
+the directory); a first word that is neither a command nor an existing path is an error.
 """
 
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -15,7 +17,8 @@ EVALUATE_COMMAND = "evaluate"
 
 
 class DefaultToEvaluate(click.Group):
-    """A group whose first argument, when not a subcommand name, goes to ``evaluate``."""
+    """A group whose first argument, when not a subcommand name, goes to ``evaluate``: an option,
+    or an existing path (a problem directory). Any other first word is an error naming the commands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         for arg in args:  # no path or value can hold one; the OS calls below would raise on it
@@ -24,8 +27,19 @@ class DefaultToEvaluate(click.Group):
         if args and args[0] in ("--help", "-h", "--version"):
             return super().parse_args(ctx, args)
         if not args or args[0] not in self.commands:
+            if args and not args[0].startswith("-") and not _exists(args[0]):
+                # Not a command, not an option, not a path: a mistyped command, not an evaluation.
+                raise click.UsageError(f"'{args[0][:80]}' is not a command and does not exist as a path; the commands "
+                                       f"are: {', '.join(sorted(self.commands))} (or give a problem directory)", ctx)
             args = [EVALUATE_COMMAND, *args]
         return super().parse_args(ctx, args)
+
+
+def _exists(path: str) -> bool:
+    try:
+        return os.path.exists(path)
+    except (OSError, ValueError):
+        return False
 
 
 @click.group(cls=DefaultToEvaluate, context_settings={"help_option_names": ["-h", "--help"]})

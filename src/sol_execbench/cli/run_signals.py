@@ -5,6 +5,7 @@ exits 128 + the signal number (143, 130), as a shell expects of a process ended 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from typing import Iterator
@@ -36,3 +37,23 @@ def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT, s
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def owned_run(owns_process: bool) -> Iterator[None]:
+    """The process-wide measures of a run, where the CLI owns its process: a child subreaper (a
+    solution's double-forked daemon comes back here), SIGTERM/SIGINT/SIGHUP raising RunStopped,
+    and every descendant that was not there before ended when the run is over. Run in-process
+    (click's test runner, a notebook) they would reach the host program's own children and
+    signals, so there they are left out."""
+    from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
+
+    earlier_children = set(child_pids(os.getpid()))
+    if owns_process:
+        become_subreaper()
+    try:
+        with stop_on_signals() if owns_process else contextlib.nullcontext():
+            yield
+    finally:
+        if owns_process:
+            kill_descendants(spare=earlier_children)

@@ -13,6 +13,8 @@ from typing import Any
 from sol_execbench import __version__
 from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConfig, Definition, MigrationManifest, Solution,
                                   Trace, Workload)
+from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
+from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
 from sol_execbench.schema.bound import ProblemBound
 
@@ -27,6 +29,12 @@ FORMATS = {
     "benchmark_config": BenchmarkConfig,
     "migration_manifest": MigrationManifest,
     "bound": ProblemBound,
+    "dataset_run_record": RunRecord,
+    "dataset_summary": DatasetSummary,
+    "timeout_overrides": TimeoutOverrides,
+    "ready_subset": ReadySubset,
+    "readiness": Readiness,
+    "execution_closure": ExecutionClosure,
 }
 
 

@@ -127,9 +127,14 @@ def check_workload(definition: Definition, workload: Workload, path: Path | str,
     notes.warnings.extend(f"{path}: {prefix}{u.describe()}" for u in unknown)
 
 
-def load_definition(path: Path | str, notes: Loaded | None = None) -> Definition:
+def load_model(model: type[M], path: Path | str, what: str, notes: Loaded | None = None) -> M:
+    """A JSON file holding one object of ``model`` (``what`` names the format in messages)."""
     path = Path(path)
-    return validate(Definition, parse_json(read_text(path), path), path, "definition", notes)
+    return validate(model, parse_json(read_text(path), path), path, what, notes)
+
+
+def load_definition(path: Path | str, notes: Loaded | None = None) -> Definition:
+    return load_model(Definition, path, "definition", notes)
 
 
 def load_workloads(path: Path | str, notes: Loaded | None = None, definition: Definition | None = None) -> list[Workload]:

@@ -1,0 +1,139 @@
+"""The options of a dataset run (the flags of ``dataset run`` and ``scripts/run_dataset.py``), and
+the checks of how they combine."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discovery import DatasetUsageError
+
+AUTO = "auto"
+PHASES = ("all", "traces", "derived", "timing")
+PIPELINE_PHASES = ("all", "traces")
+EXECUTION_MODES = ("serial", "pipeline")
+TIMEOUT_POLICIES = ("record", "fail")
+BLOB_PRECHECKS = ("fail", "warn", "off")
+LOG_ORDERS = ("completion", "problem")
+DEFAULT_OUTPUT = Path("out")
+DEFAULT_TIMEOUT_S = 300.0
+PREPARE_JOBS_CAP = 8  # native builds are memory-hungry: more at once than this slows a host down
+JOBS_CAP = 32
+CLOSURE_FILE = "execution_closure.json"
+SOLUTION_SUFFIXES = (".json", ".py")
+
+# Derived reports (scores, SOL bounds, SOLAR derivations, timing evidence) come with the scoring and
+# profiling work; until then asking for one is an error, never silently nothing.
+DERIVED_FLAGS = ("--amd-score-report", "--scoring-baseline", "--amd-sol-bound-dir", "--solar-derivation",
+                 "--timing-evidence-dir", "--timing-tool-version", "--gpu-architecture")
+NOT_AVAILABLE = "not available yet (it comes with the scoring and profiling work)"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    root: Path
+    output: Path = DEFAULT_OUTPUT
+    categories: tuple[str, ...] = ()
+    limit: int | None = None
+    phase: str = "all"
+    jobs: str = "1"
+    """CPU workers for loading and checking the problems before the run: N or ``auto``."""
+    execution_mode: str = "serial"
+    prepare_jobs: str = AUTO
+    gpu_jobs: str = "1"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_policy: str = "record"
+    timeout_overrides: Path | None = None
+    blob_precheck: str = "fail"
+    log_order: str = "completion"
+    max_workloads: int | None = None
+    workload_shard_size: int | None = None
+    iterations: int | None = None
+    warmup_runs: int | None = None
+    lock_clocks: bool = False
+    rerun: bool = False
+    keep_staging: bool = False
+    verbose: bool = False
+    ready_subset: Path | None = None
+    readiness: Path | None = None
+    execution_closure: Path | None = None
+    dataset_manifest: Path | None = None
+    config: Path | None = None
+    solution_name: str | None = None
+    device: str | None = None
+    derived_requested: tuple[str, ...] = field(default=())
+    """The derived-report flags given (refused until those reports exist)."""
+
+    @property
+    def pipeline(self) -> bool:
+        return self.execution_mode == "pipeline"
+
+    @property
+    def closure_path(self) -> Path | None:
+        if self.execution_closure is not None:
+            return self.execution_closure
+        return self.output / CLOSURE_FILE if self.ready_subset is not None else None
+
+    def config_overrides(self) -> dict[str, object]:
+        """The benchmark config fields the flags set (over ``config.json`` and ``--config``)."""
+        fields: dict[str, object] = {}
+        if self.iterations is not None:
+            fields["iterations"] = self.iterations
+        if self.warmup_runs is not None:
+            fields["warmup_runs"] = self.warmup_runs
+        if self.lock_clocks:
+            fields["lock_clocks"] = True
+        return fields
+
+
+def check_combination(options: RunOptions) -> None:
+    """Flags that cannot go together, or ask for what does not exist yet: one line naming them."""
+    if options.derived_requested:
+        raise DatasetUsageError(f"{options.derived_requested[0]}: derived reports are {NOT_AVAILABLE}; "
+                                "run without it")
+    if options.phase in ("derived", "timing"):
+        raise DatasetUsageError(f"--phase {options.phase}: the {options.phase} phase is {NOT_AVAILABLE}; "
+                                "use --phase traces or all")
+    if options.pipeline:
+        if options.phase not in PIPELINE_PHASES:
+            raise DatasetUsageError(f"--execution-mode pipeline runs --phase traces or all, not {options.phase}")
+        for flag, value in (("--ready-subset", options.ready_subset), ("--execution-closure", options.execution_closure)):
+            if value is not None:
+                raise DatasetUsageError(f"--execution-mode pipeline does not take {flag}: use --execution-mode serial "
+                                        f"with {flag}")
+    for flag, value in (("--jobs", options.jobs), ("--prepare-jobs", options.prepare_jobs),
+                        ("--gpu-jobs", options.gpu_jobs)):
+        resolve_count(flag, value, 1)  # the form only; what auto means is known later
+    if options.solution_name is not None and Path(options.solution_name).suffix not in SOLUTION_SUFFIXES:
+        raise DatasetUsageError(f"--solution-name {options.solution_name}: give a .json or .py file name (a solution "
+                                "JSON, or Python with a run function)")
+    if options.readiness is not None and options.closure_path is None:
+        raise DatasetUsageError("--readiness enriches the execution closure: give --ready-subset or "
+                                "--execution-closure with it")
+    for flag, path in (("--timeout-overrides", options.timeout_overrides), ("--ready-subset", options.ready_subset),
+                       ("--readiness", options.readiness), ("--dataset-manifest", options.dataset_manifest),
+                       ("--config", options.config)):
+        if path is not None and not path.is_file():
+            raise DatasetUsageError(f"{flag} {path}: {'is a directory' if path.is_dir() else 'no such file'}; "
+                                    "give the path of a JSON file")
+
+
+def resolve_count(flag: str, value: str, auto: int, upper: int | None = None) -> int:
+    """``N`` (a whole number above 0) or ``auto`` (then ``auto``), at most ``upper``."""
+    if value == AUTO:
+        count = auto
+    else:
+        try:
+            count = int(value)
+        except ValueError:
+            raise DatasetUsageError(f"{flag} {value!r}: give a whole number above 0 or 'auto'") from None
+        if count < 1:
+            raise DatasetUsageError(f"{flag} {value}: give a whole number above 0 or 'auto'")
+    count = max(1, count)
+    return min(count, upper) if upper is not None else count
+
+
+def cpu_jobs(flag: str, value: str, problems: int, cap: int) -> int:
+    """CPU workers: ``auto`` is the CPU count, both capped by the problem count and ``cap``."""
+    return resolve_count(flag, value, min(os.cpu_count() or 1, cap), max(problems, 1))
