@@ -52,8 +52,9 @@ CACHE_RECHECK_PAIRS = 5
 TRIAL_EXPONENT = AUDITED_CALLS + CACHE_RECHECK_PAIRS + 1
 # An audited output found wrong is looked at again this many times, this far apart, for work that
 # was still being written after the call returned.
-LATE_WRITE_LOOKS = 3
-LATE_WRITE_WAIT_S = 0.03
+# A wrong audited result is looked at again after these waits (doubling, 0.6 s in all): a backlog
+# behind a solution's thread drains slowly on a loaded machine. Only a wrong solution pays them.
+LATE_WRITE_WAITS_S = (0.0, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
 
 
 @dataclass
@@ -234,13 +235,11 @@ def check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: d
 
 def _written_after_return(ctx: Context, workload: Workload, returned: Any, ref_out: list[Any]) -> bool:
     """Whether the audited call's own result objects, wrong when copied at return, are right now.
-    Work queued behind a solution's thread or stream may still be draining: a few looks, a short
-    wait apart (paid only by a solution already found wrong)."""
+    Work queued behind a solution's thread or stream may still be draining: several looks."""
     if returned is None:
         return False
-    for look in range(LATE_WRITE_LOOKS):
-        if look:
-            time.sleep(LATE_WRITE_WAIT_S)
+    for wait_s in LATE_WRITE_WAITS_S:
+        time.sleep(wait_s)
         synchronize(ctx.device)
         try:
             late = normalize_result(ctx, returned)

@@ -87,10 +87,19 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     solution = SideCalls("solution", ctx.solution_fn, fresh, [a.keeper for a in audits if a.keeper])
     reference = SideCalls("reference", ctx.reference_fn, FreshArgs(bank, slots=slots)) if cfg.benchmark_reference \
         else None
-    paired = _measure_pair(ctx, workload, solution, reference, warnings, notes)
+    paired, suspicious = _measure_pair(ctx, workload, solution, reference, warnings, notes)
     phase(f"  {workload.uuid}: reference and solution timed")
-    for audit in audits:
-        check_audit(ctx, workload, axes, blobs, audit, tally, bank[0], warnings)
+    try:
+        for audit in audits:
+            check_audit(ctx, workload, axes, blobs, audit, tally, bank[0], warnings)
+    except Verdict as found:
+        # A solution the watch caught is still audited, so the verdict names every mechanism that fired.
+        if suspicious:
+            extra = [found.message] if found.status is S.REWARD_HACK else []
+            raise Verdict(S.REWARD_HACK, "; ".join(suspicious + extra), evidence=found.evidence) from None
+        raise
+    if suspicious:
+        raise Verdict(S.REWARD_HACK, "; ".join(suspicious))
     check_content_cache(ctx, workload, blobs, axes, bank, paired.solution, audits, warnings,
                         distinct_sets=min(fresh.input_sets, distinct_contents(bank)))
     phase(f"  {workload.uuid}: audited outputs and content cache checked")
@@ -110,8 +119,9 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
 
 
 def _measure_pair(ctx: Context, workload: Workload, solution: SideCalls, reference: SideCalls | None,
-                  warnings: list[str], notes: list[str]) -> PairedMeasurement:
-    """Both sides timed together; a reference that fails is left out (a note), the solution timed alone."""
+                  warnings: list[str], notes: list[str]) -> tuple[PairedMeasurement, list[str]]:
+    """Both sides timed together; a reference that fails is left out (a note), the solution timed alone.
+    Also returns what the watch found suspicious (REWARD_HACK once the audits have run)."""
     try:
         return _watched(ctx, workload, solution, reference, warnings)
     except SideFailed as failed:
@@ -122,7 +132,7 @@ def _measure_pair(ctx: Context, workload: Workload, solution: SideCalls, referen
 
 
 def _watched(ctx: Context, workload: Workload, solution: SideCalls, reference: SideCalls | None,
-             warnings: list[str]) -> PairedMeasurement:
+             warnings: list[str]) -> tuple[PairedMeasurement, list[str]]:
     """``measure`` with the integrity checks, the clock records and the activity watch around it."""
     cfg = ctx.config
     check_integrity(ctx)
@@ -153,11 +163,9 @@ def _watched(ctx: Context, workload: Workload, solution: SideCalls, reference: S
         warnings.extend(ctx.clocks.warnings_for(workload.uuid))
     check_integrity(ctx)
     suspicious = list(paired.suspicious) + (findings.suspicious if findings else [])
-    if suspicious:
-        raise Verdict(S.REWARD_HACK, "; ".join(suspicious))
     warnings.extend(list(paired.warnings) + (findings.warnings if findings else []))
     if paired.host_functions:
         warnings.append(f"the solution's calls enqueued {paired.host_functions} host function(s) in stream order")
     if (fell := clock_warning(paired.solution.sm_clock_mhz)) is not None:
         warnings.append(fell)
-    return paired
+    return paired, suspicious
