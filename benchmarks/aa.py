@@ -128,7 +128,7 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "high": interval.get("high"), "verdict": interval.get("verdict"), "latency_ms": perf.get("latency_ms"),
             "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
             "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
-            "host_median_ms": sol.get("host_median_ms")}, trace["workload"]["uuid"]
+            "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms"))}, trace["workload"]["uuid"]
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from fidelity_ncu import ncu_child, ncu_ground_truth, parse_ncu_csv, parse_ncu_g
 from sol_execbench.evaluate.child.clock_watch import device_uuid  # noqa: E402
 from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, activity, cupti_tsc, measure  # noqa: E402
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
+from sol_execbench.evaluate.child.timing.statistics import host_time_ms  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.platform.clocks import ClockReader  # noqa: E402
 from sol_execbench.schema import TimingConfig  # noqa: E402
@@ -86,8 +87,8 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
                                        method=method, cooldown=cooldown, allowance_ms=ALLOWANCE_MS))
     s = m.solution
     clocks = sorted(s.sm_clock_mhz)
-    return {"median_ms": s.median_ms, "method_ran": s.instrument, "note": "; ".join(m.notes) or None,
-            "device_median_ms": s.device_median_ms(), "host_median_ms": statistics.median(s.host_ms),
+    return {"median_ms": s.latency_ms, "method_ran": s.instrument, "note": "; ".join(m.notes) or None,
+            "device_median_ms": s.device_median_ms(), "host_time_ms": s.host_time_ms,
             "sync_floor_ms": s.sync_floor_ms, "host_rounds": len(s.host_ms), "rounds": len(s.device_ms),
             "host_bound": s.host_bound, "warnings": list(m.warnings),
             "sm_clock_median_mhz": clocks[len(clocks) // 2] if clocks else None,
@@ -96,14 +97,15 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
 
 
 def raw_host_ms(run: dict[str, Any]) -> float:
-    """A harness run's host median as measured, the synchronisation floor not taken off: what a
+    """A harness run's host time as measured, the synchronisation floor not taken off: what a
     plain loop's wall time per call (which carries one synchronisation) compares with."""
-    return run["host_median_ms"] + run["sync_floor_ms"]
+    return run["host_time_ms"] + run["sync_floor_ms"]
 
 
 def plain_loop_ms(fn: Callable, values: list, calls: int = PLAIN_LOOP_CALLS, warmup: int = 10) -> float:
     """A plain unprofiled loop: per call, L2 flushed, synchronised, then the wall time of the call and
-    a synchronisation; the median per call (ms). What a launch-bound case's host time is judged by."""
+    a synchronisation; per call (ms), the same trimmed mean as the harness's host time. What a
+    launch-bound case's host time is judged by."""
     flusher = L2Flusher(current())
     for _ in range(warmup):
         fn(*values)
@@ -115,7 +117,7 @@ def plain_loop_ms(fn: Callable, values: list, calls: int = PLAIN_LOOP_CALLS, war
         fn(*values)
         torch.cuda.synchronize()
         spans.append((time.perf_counter_ns() - began) / 1e6)
-    return statistics.median(spans)
+    return host_time_ms(spans)
 
 
 def do_bench_median(fn: Callable, values: list, rep_ms: int = 100) -> float | None:
@@ -303,7 +305,7 @@ def check_plain_loop(result: CaseResult) -> None:
 
 def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
     """What the JSON keeps of a repeat beyond its median: per-call spans and clocks, and the floor."""
-    return {key: run[key] for key in ("device_ms", "host_ms", "sm_clock_mhz", "device_median_ms", "host_median_ms",
+    return {key: run[key] for key in ("device_ms", "host_ms", "sm_clock_mhz", "device_median_ms", "host_time_ms",
                                       "sync_floor_ms", "host_bound", "host_rounds", "rounds")}
 
 
@@ -474,7 +476,7 @@ def print_plain_loop(results: list[CaseResult]) -> None:
     for r in cases:
         run = r.repeat_calls[0] if r.repeat_calls else {}
         floor = statistics.median(c["sync_floor_ms"] for c in r.repeat_calls) if r.repeat_calls else None
-        host = statistics.median(c["host_median_ms"] for c in r.repeat_calls) if r.repeat_calls else None
+        host = statistics.median(c["host_time_ms"] for c in r.repeat_calls) if r.repeat_calls else None
         device = run.get("device_median_ms")
         harness = statistics.median(r.repeat_medians_ms) if r.repeat_medians_ms else None
         pairs = ", ".join(f"{h * 1e3:.1f}/{p * 1e3:.1f}" for h, p in zip(r.repeat_host_raw_ms, r.repeat_plain_loop_ms))

@@ -81,7 +81,7 @@ def test_each_sides_device_spans_come_from_the_records_of_its_own_calls(fake_gpu
     assert m.solution.instrument == "device" and m.solution.device_ms == (5.0,) * ROUNDS
     assert m.reference.device_ms == (8.0,) * ROUNDS
     # 5 ms and 8 ms of device time: far above any host span here, so the device time is the latency.
-    assert m.solution.median_ms == 5.0 and m.reference.median_ms == 8.0 and len(m.solution.host_ms) == ROUNDS
+    assert m.solution.latency_ms == 5.0 and m.reference.latency_ms == 8.0 and len(m.solution.host_ms) == ROUNDS
     assert m.speedup.point == pytest.approx(1.6) and m.speedup.verdict == "faster"
     assert m.warnings == () and m.suspicious == ()
     assert torch.equal(keeper.kept, torch.full((64,), 2.0))  # call 4 used bank set 4 % 3 = 1: 1 + 1
@@ -163,7 +163,7 @@ def test_calls_without_kernels_are_warned_about_and_use_the_host_time(fake_gpu, 
     monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000, calls_without_kernels=(2,)))
     m = _measure(fake_gpu, lambda x, y: x + y)
     assert any(f"1 of {ROUNDS} timed call(s) launched no kernel" in w for w in m.warnings)
-    assert m.solution.device_ms[1] is None and m.solution.median_ms == 5.0  # the calls that launched work
+    assert m.solution.device_ms[1] is None and m.solution.latency_ms == 5.0  # the calls that launched work
 
 
 def test_a_profiler_left_running_by_the_solution_is_suspicious(fake_gpu, monkeypatch):
@@ -258,7 +258,7 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
         return x + y
 
     m = _measure(fake_gpu, slow_host)
-    assert m.solution.host_bound and m.solution.median_ms >= 3.0 - ALLOWANCE_MS
+    assert m.solution.host_bound and m.solution.latency_ms >= 3.0 - ALLOWANCE_MS
     assert len(m.solution.host_ms) > ROUNDS  # the host may set the latency: the host pass ran more rounds
     assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
     assert m.speedup.verdict == "slower"

@@ -38,7 +38,7 @@ def _vectors(n=1 << 12):
 def test_device_time_of_a_tiny_kernel_excludes_the_flush_and_launch(gpu):
     m = _time(lambda x, y: x + y, _vectors(), gpu)
     assert m.solution.instrument == "device" and not m.solution.host_bound, m.notes
-    assert 0 < m.solution.median_ms < 0.015  # a 4096-element add: a few us; the flush alone takes far longer
+    assert 0 < m.solution.latency_ms < 0.015  # a 4096-element add: a few us; the flush alone takes far longer
     assert m.warnings == () and m.suspicious == ()
 
 
@@ -79,7 +79,7 @@ def test_side_stream_work_is_inside_the_span(gpu):
         return y
 
     m = _time(two_streams, [a], gpu, reference=one_stream)
-    assert m.solution.median_ms >= 0.8 * m.reference.median_ms, (m.solution.device_ms, m.reference.device_ms)
+    assert m.solution.latency_ms >= 0.8 * m.reference.latency_ms, (m.solution.device_ms, m.reference.device_ms)
 
 
 def test_a_call_that_launches_nothing_is_reported_and_timed_by_the_host(gpu):
@@ -89,7 +89,7 @@ def test_a_call_that_launches_nothing_is_reported_and_timed_by_the_host(gpu):
     m = _time(lambda x, y: ready, _vectors(), gpu)
     assert m.solution.instrument == "device", m.notes
     assert any("launched no kernel" in w for w in m.warnings), m.warnings
-    assert m.solution.device_ms == (None,) * 20 and m.solution.median_ms == m.solution.host_median_ms
+    assert m.solution.device_ms == (None,) * 20 and m.solution.latency_ms == m.solution.host_time_ms
 
 
 def test_host_work_makes_the_call_host_bound(gpu):
@@ -99,7 +99,7 @@ def test_host_work_makes_the_call_host_bound(gpu):
 
     m = _time(slow_host, _vectors(), gpu, reference=lambda x, y: x + y)
     assert m.solution.instrument == "device", m.notes
-    assert m.solution.host_bound and m.solution.median_ms >= 1.0 - ALLOWANCE_MS
+    assert m.solution.host_bound and m.solution.latency_ms >= 1.0 - ALLOWANCE_MS
     assert m.speedup.verdict == "slower" and not m.reference.host_bound
 
 
@@ -175,7 +175,7 @@ def test_host_work_in_a_stream_ordered_host_function_is_host_bound(gpu):
 
     m = _time(deferred, _vectors(), gpu)
     assert m.solution.instrument == "device", m.notes
-    assert m.solution.host_bound and m.solution.median_ms >= 0.8 - ALLOWANCE_MS
+    assert m.solution.host_bound and m.solution.latency_ms >= 0.8 - ALLOWANCE_MS
 
 
 def test_identical_code_reads_one_side_by_side(gpu):
@@ -193,4 +193,4 @@ def test_identical_code_reads_one_side_by_side(gpu):
                                                                                     dtype=torch.bfloat16)]
     for fn, values, band in ((lambda x, y: x + y, _vectors(), 0.05), (eager, rows, 0.15)):
         m = _time(fn, values, gpu, reference=fn, iterations=50)
-        assert abs(m.speedup.point - 1.0) <= band, (m.speedup, m.solution.median_ms, m.reference.median_ms)
+        assert abs(m.speedup.point - 1.0) <= band, (m.speedup, m.solution.latency_ms, m.reference.latency_ms)

@@ -148,7 +148,7 @@ def test_plain_loop_verdict_is_within_5_percent(fidelity, host_raw_ms, plain_ms,
 def test_raw_host_time_adds_the_floor_back(fidelity):
     """The harness's host median has the synchronisation floor taken off; a plain loop's wall time
     carries one synchronisation, so the comparison adds it back."""
-    assert fidelity.raw_host_ms({"host_median_ms": 0.140, "sync_floor_ms": 0.012}) == pytest.approx(0.152)
+    assert fidelity.raw_host_ms({"host_time_ms": 0.140, "sync_floor_ms": 0.012}) == pytest.approx(0.152)
 
 
 def _plain_loop_case(fidelity, host_raw, plain, medians=(0.10, 0.13)):
@@ -183,7 +183,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
     def harness(fn, values, method, warmup, iterations, cooldown=0.0):
         calls.append(method)
         return {"median_ms": 0.09, "sm_clock_median_mhz": 1980.0, "host_bound": True, "host_rounds": 50, "rounds": 50,
-                "host_median_ms": 0.090, "sync_floor_ms": 0.010, "device_ms": [0.02], "host_ms": [0.09],
+                "host_time_ms": 0.090, "sync_floor_ms": 0.010, "device_ms": [0.02], "host_ms": [0.09],
                 "sm_clock_mhz": [1980.0], "device_median_ms": 0.02}
 
     plain = iter([0.098, 0.101, 0.099])
@@ -200,7 +200,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
 
 def test_the_table_prints_the_plain_loop_verdict(fidelity, capsys):
     r = _plain_loop_case(fidelity, [0.150, 0.104, 0.120], [0.118, 0.110, 0.117])
-    r.repeat_calls = [{"device_median_ms": 0.03, "host_median_ms": 0.11, "sync_floor_ms": 0.01}]
+    r.repeat_calls = [{"device_median_ms": 0.03, "host_time_ms": 0.11, "sync_floor_ms": 0.01}]
     fidelity.print_table([r])
     out = capsys.readouterr().out
     assert "plain_loop" in out and "launch-bound cases" in out and "150.0/118.0" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,6 +13,7 @@ from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs,
                                            measure, side_latency_ms, speedup_interval, unprofiled)
 from sol_execbench.evaluate.child.timing.paired import _side
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
+from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_time_ms
 from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
@@ -49,21 +51,21 @@ def test_a_sides_latency_is_continuous_across_the_host_device_crossover():
     device = [0.1 + 1e-3 * (k % 3) for k in range(9)]
     for host_centre, step in itertools.product((0.1 + ALLOWANCE_MS - 1e-4, 0.1 + ALLOWANCE_MS, 0.1 + ALLOWANCE_MS + 1e-4, 0.5), STEPS):
         host = [host_centre + 1e-4 * (k % 4) for k in range(9)]
-        base = _measured_side(device, host).median_ms
+        base = _measured_side(device, host).latency_ms
         for k in range(9):
             nudged_host, nudged_device = list(host), list(device)
             nudged_host[k] += step
             nudged_device[k] += step
-            assert abs(_measured_side(device, nudged_host).median_ms - base) <= step + 1e-12
-            assert abs(_measured_side(nudged_device, host).median_ms - base) <= step + 1e-12
+            assert abs(_measured_side(device, nudged_host).latency_ms - base) <= step + 1e-12
+            assert abs(_measured_side(nudged_device, host).latency_ms - base) <= step + 1e-12
 
 
 def test_more_host_rounds_than_device_rounds_follow_the_same_rule():
     side = _measured_side([0.05] * 5, [0.3] * 5 + [0.4] * 20)
-    assert side.median_ms == pytest.approx(0.4 - ALLOWANCE_MS) and side.host_bound
-    assert side.summary.count == 25 and side.summary.median == pytest.approx(side.median_ms)
+    assert side.latency_ms == pytest.approx(0.4 - ALLOWANCE_MS) and side.host_bound
+    assert side.summary.count == 25 and side.summary.median == pytest.approx(side.latency_ms)
     quiet = _measured_side([0.05] * 5, [0.06] * 25)
-    assert quiet.median_ms == 0.05 and not quiet.host_bound and quiet.summary.count == 5
+    assert quiet.latency_ms == 0.05 and not quiet.host_bound and quiet.summary.count == 5
 
 
 def _spans(device, host):
@@ -87,7 +89,7 @@ def test_the_interval_draws_host_rounds_where_the_host_sets_the_latency():
     ref = _spans([0.02] * 10, [0.30 + 0.01 * (k % 7) for k in range(60)])
     sol = _spans([0.02] * 10, [0.20 + 0.01 * ((k + 3) % 7) for k in range(60)])
     interval = speedup_interval(ref, sol)
-    assert interval.point == pytest.approx((0.33 - ALLOWANCE_MS) / (0.23 - ALLOWANCE_MS))
+    assert interval.point == pytest.approx((host_time_ms(ref.host) - ALLOWANCE_MS) / (host_time_ms(sol.host) - ALLOWANCE_MS))
     assert interval.verdict == "faster" and interval.rounds == 60  # the reference is the slower side
     assert interval.low < interval.point < interval.high
 
@@ -122,7 +124,7 @@ def test_identical_code_reads_one_with_an_interval_on_one(monkeypatch, cpu_devic
     m = _aa(monkeypatch, cpu_device, 20, lambda n: 150_000)
     assert m.speedup.point == 1.0 and m.speedup.low == 1.0 and m.speedup.high == 1.0
     assert m.speedup.verdict == "parity"
-    assert m.solution.host_ms == m.reference.host_ms and m.solution.median_ms == pytest.approx(0.15)
+    assert m.solution.host_ms == m.reference.host_ms and m.solution.latency_ms == pytest.approx(0.15)
 
 
 def test_an_order_effect_hits_both_sides_alike(monkeypatch, cpu_device):
@@ -133,3 +135,11 @@ def test_an_order_effect_hits_both_sides_alike(monkeypatch, cpu_device):
     m = _aa(monkeypatch, cpu_device, 20, lambda n: 140_000 if n > 2 and n % 2 == 1 else 100_000)
     assert sorted(set(m.solution.host_ms)) == [0.1, 0.14]
     assert m.speedup.point == 1.0 and m.speedup.verdict == "parity"
+
+
+def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
+    assert host_time_ms([1.0] * 8 + [10.0] * 2) == 1.0  # a preempted fifth does not move it
+    assert host_time_ms([float(k) for k in range(1, 11)]) == pytest.approx(5.5)
+    assert host_time_ms([2.0, 4.0]) == 3.0  # too few rounds to cut: the mean
+    drawn = np.array([[5.0, 1.0, 9.0, 3.0, 7.0], [2.0, 2.0, 2.0, 2.0, 50.0]])
+    assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]

@@ -104,10 +104,10 @@ def test_cpu_measurement_times_both_sides_and_keeps_the_audited_call(cpu_device)
     assert m.solution.instrument == "cpu" and len(m.solution.host_ms) == 3 and m.solution.host_call_indices == (2, 3, 4)
     assert seen == [0.0, 1.0, 0.0, 5.0, 0.0]  # warm-up on sets 0 and 1, then calls 2, 3 (the substitute), 4
     assert torch.equal(keeper.kept, torch.full((100,), 6.0))
-    assert m.solution.device_ms == () and m.solution.median_ms == m.solution.host_median_ms
+    assert m.solution.device_ms == () and m.solution.latency_ms == m.solution.host_time_ms
     assert m.speedup is not None and m.speedup.rounds == 3
     stats = timing_stats(m.solution, 2)
-    assert stats.method == "cpu" and stats.host_median_ms == stats.median_ms and stats.device_median_ms is None
+    assert stats.method == "cpu" and stats.host_time_ms == stats.median_ms and stats.device_median_ms is None
     assert stats.input_sets == 2 and stats.host_rounds == 3 and stats.count == 3 and stats.sync_floor_ms >= 0
 
 

@@ -7,7 +7,6 @@ pass (wall clock, no profiler) over the same alternating rounds, and applies the
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,7 +15,7 @@ from ...phases import phase
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
-from .statistics import SideSpans, SpeedupInterval, Summary, speedup_interval, summarize
+from .statistics import SideSpans, SpeedupInterval, Summary, host_time_ms, speedup_interval, summarize
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -67,22 +66,22 @@ class SideMeasurement:
         return SideSpans(self.device_ms, self.host_ms, self.allowance_ms)
 
     @property
-    def median_ms(self) -> float:
-        """The side's latency: ``side_latency_ms`` of its median device and host times."""
-        return side_latency_ms(self.device_median_ms(), self.host_median_ms, self.allowance_ms)
+    def latency_ms(self) -> float:
+        """The side's latency: ``side_latency_ms`` of its device and host times."""
+        return side_latency_ms(self.device_median_ms(), self.host_time_ms, self.allowance_ms)
 
     @property
-    def host_median_ms(self) -> float:
-        return statistics.median(self.host_ms)
+    def host_time_ms(self) -> float:
+        return host_time_ms(self.host_ms)
 
     @property
     def host_bound(self) -> bool:
-        return host_set(self.device_median_ms(), self.host_median_ms, self.allowance_ms)
+        return host_set(self.device_median_ms(), self.host_time_ms, self.allowance_ms)
 
     @property
     def setting_spans_ms(self) -> tuple[float, ...]:
         """The spans of the pass that set the latency, as the rule counts them (host spans less the
-        allowance where a device time exists): their median is the latency."""
+        allowance where a device time exists)."""
         if not self.host_bound:
             return tuple(d for d in self.device_ms if d is not None)
         allowance = self.allowance_ms if self.device_median_ms() is not None else 0.0
@@ -200,10 +199,10 @@ def _extra_host_rounds(sides: list[SideMeasurement], rounds: int, host_pass_s: f
     """Host-pass rounds to add after the first ``rounds``: none while every side's host time less
     the allowance stays well under its device time (the host cannot set the latency); otherwise up
     to ``HOST_ROUNDS_FACTOR`` times as many, as far as ``HOST_EXTENSION_BUDGET_S`` allows. The host
-    median less the allowance is a difference of two larger numbers, so it needs more rounds than a
+    time less the allowance is a difference of two larger numbers, so it needs more rounds than a
     device median for the same precision, and host rounds cost no profiler."""
     if not any(s.device_median_ms() is not None
-               and s.host_median_ms - s.allowance_ms > HOST_EXTENSION_SHARE * s.device_median_ms() for s in sides):
+               and s.host_time_ms - s.allowance_ms > HOST_EXTENSION_SHARE * s.device_median_ms() for s in sides):
         return 0
     per_round_s = host_pass_s / max(1, rounds)
     affordable = int(HOST_EXTENSION_BUDGET_S / per_round_s) if per_round_s > 0 else HOST_ROUNDS_FACTOR * rounds
