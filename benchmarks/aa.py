@@ -10,8 +10,9 @@ interval, and the spread across runs; writes JSON; exits 0 when every target hol
 
 - in every run, every workload's A/A speedup within [0.95, 1.05];
 - its interval contains 1.00 for at least 95% of the workload-runs;
-- where the device time sets the latency (most rounds), the solution's latency across runs within
-  3% from 10 us, within 0.5 us below; where the host sets it, the speedup across runs within 5%.
+- where the device time sets the latency in every run, the solution's latency across runs within
+  3% from 10 us, within 0.5 us below; where the host sets it in any run (``host`` or ``mixed``),
+  the speedup across runs within 5%.
 """
 
 from __future__ import annotations
@@ -139,8 +140,12 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     speedups = [r["speedup"] for r in passed]
     in_band = all(SPEEDUP_BAND[0] <= s <= SPEEDUP_BAND[1] for s in speedups)
     covered = sum(1 for r in passed if r["low"] is not None and r["low"] <= 1.0 <= r["high"])
-    host_set = sum(bool(r["host_bound"]) for r in passed) * 2 > len(passed)
-    if host_set:
+    host_runs = sum(bool(r["host_bound"]) for r in passed)
+    # Which time set the latency: the device in every run, the host in every run, or mixed. Where the
+    # host set it in any run, the latency follows the absolute host time, which moves between
+    # processes on a shared host: such a workload is judged, like a host-set one, by its speedup.
+    setter = "dev" if host_runs == 0 else "host" if host_runs == len(passed) else "mixed"
+    if setter != "dev":
         spread = (max(speedups) - min(speedups)) / statistics.median(speedups)
         steady = spread <= HOST_SPEEDUP_SPREAD
     else:
@@ -149,7 +154,7 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
         steady = (max(lat) - min(lat) <= DEVICE_SPREAD_FLOOR_MS if statistics.median(lat) < DEVICE_SPREAD_MIN_MS
                   else spread <= DEVICE_SPREAD)
     return {"ok": in_band and steady, "in_band": in_band, "covered": covered, "runs": len(passed),
-            "host_set": host_set, "spread": spread, "steady": steady}
+            "setter": setter, "spread": spread, "steady": steady}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     covered = sum(v.get("covered", 0) for v in verdicts.values())
     total = sum(v.get("runs", 0) for v in verdicts.values())
     share = covered / total if total else 0.0
-    print(f"{'workload':58s} {'speedups (interval) per run':70s} {'spread':>7s} set  ok")
+    print(f"{'workload':58s} {'speedups (interval) per run':70s} {'spread':>7s} set   ok")
     for key, runs in per_workload.items():
         cells = "  ".join(f"{r['speedup']:.3f}({r['low']:.3f},{r['high']:.3f})" if r["speedup"] and r["low"] is not None
                           else r["status"] for r in runs)
         v = verdicts[key]
         spread = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
-        print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {'host' if v.get('host_set') else 'dev ':4s} "
+        print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {v.get('setter', '-'):5s} "
               f"{'yes' if v['ok'] else 'NO'}")
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "

@@ -1,0 +1,37 @@
+"""benchmarks/aa.py's judgement of one workload's runs (the targets docs/validation.md reports)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import aa  # noqa: E402
+
+
+def _run(speedup, latency_ms, host_bound, low=0.98, high=1.02):
+    return {"status": "PASSED", "speedup": speedup, "latency_ms": latency_ms, "host_bound": host_bound,
+            "low": low, "high": high}
+
+
+def test_a_device_set_workload_is_judged_by_its_latency_across_runs():
+    steady = aa.judge([_run(1.0, 0.100, False), _run(1.01, 0.102, False), _run(0.99, 0.101, False)])
+    assert steady["setter"] == "dev" and steady["ok"] and steady["covered"] == 3
+    drifting = aa.judge([_run(1.0, 0.100, False), _run(1.0, 0.110, False), _run(1.0, 0.100, False)])
+    assert drifting["setter"] == "dev" and not drifting["ok"]
+
+
+def test_a_workload_the_host_set_in_any_run_is_judged_by_its_speedup():
+    # the latency follows the process's absolute host time (twice the device time in one run)
+    mixed = aa.judge([_run(1.0, 0.030, False), _run(1.01, 0.060, True), _run(0.99, 0.031, False)])
+    assert mixed["setter"] == "mixed" and mixed["ok"]
+    spread = aa.judge([_run(0.96, 0.2, True), _run(1.03, 0.3, True), _run(1.0, 0.25, True)])
+    assert spread["setter"] == "host" and not spread["ok"]  # 7% apart across runs
+
+
+def test_a_speedup_out_of_band_or_a_failed_run_misses():
+    assert not aa.judge([_run(0.94, 0.1, False), _run(1.0, 0.1, False)])["ok"]
+    failed = {"status": "RUNTIME_ERROR", "speedup": None, "latency_ms": None, "host_bound": None, "low": None,
+              "high": None}
+    assert aa.judge([_run(1.0, 0.1, False), failed])["why"] == "not PASSED in every run"
