@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from sol_execbench.cli import docker_cmd  # noqa: F401 - registers the commands on ``cli``
 from sol_execbench.cli.main import cli
-from sol_execbench.containers.preflight import OVERRIDES, TARGET_ENV
+from sol_execbench.containers.preflight import OVERRIDES
+from sol_execbench.containers.targets import TARGET_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = {name: json.loads((REPO / "docker" / f"{name}-targets.json").read_text()) for name in ("rocm", "cuda")}

@@ -4,12 +4,11 @@ dependencies are classified under them."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from sol_execbench.containers.preflight import OVERRIDES, TARGET_ENV, PreflightRequest, build_preflight
-from sol_execbench.containers.targets import TargetRequest, load_manifests, select_target
+from sol_execbench.containers.preflight import OVERRIDES, PreflightRequest, build_preflight
+from sol_execbench.containers.targets import TARGET_ENV, TargetRequest, load_manifests, select_target
 from sol_execbench.envprobe.snapshot import cached_snapshot
 
 from .conftest import HOST_READY, REPO, clean_environ
@@ -74,8 +73,8 @@ def test_nvidia_host_needs_the_container_runtime():
     assert "NVIDIA Container Toolkit" in missing.classification.reasons[0]
 
 
-@pytest.mark.skipif(shutil.which("docker") is not None, reason="this host has a docker CLI")
-def test_without_docker_a_real_preflight_says_so():
+def test_without_docker_a_real_preflight_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker CLI on it
     env = clean_environ(**{k: v for k, v in HOST_READY.items() if k != "SOL_EXECBENCH_DOCKER_CONTEXT"})
     report = preflight(ROCM_DEFAULT, env, dry_run=False)
     assert report.classification.host_status == "docker_unavailable"
@@ -123,6 +122,10 @@ def test_inside_the_target_container_its_own_stack_gates_the_run():
         "host", "container", "host")
     assert outside.benchmark_allowed is True
     assert inside.benchmark_allowed is (inside.dependency_status == "match")
+    # in the image, docker itself is absent: not a host problem there, and not probed
+    host_only = {k: v for k, v in HOST_READY.items() if k != "SOL_EXECBENCH_DOCKER_CONTEXT"}
+    real = preflight(ROCM_DEFAULT, clean_environ(**host_only, **{TARGET_ENV: ROCM_DEFAULT}), dry_run=False)
+    assert real.classification.host_status == "ready" and real.host.docker_context is None
 
 
 @pytest.mark.parametrize("name, text", [("SOL_EXECBENCH_DEV_KFD_PRESENT", "maybe"),

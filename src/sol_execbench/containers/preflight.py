@@ -16,10 +16,7 @@ from sol_execbench.envprobe.toolchain import detect_by_id
 from sol_execbench.schema.containers import (ContainerPlatform, DependencyFacts, DeviceNode, DockerPreflight, DockerTarget,
                                              HostFacts, PreflightClassification, TargetSelection)
 
-TARGET_ENV = "SOL_EXECBENCH_CONTAINER_TARGET"
-"""Set in the images to their target id: a preflight that finds it equal to the selected target
-runs inside that target's container, and its Python stack is the container's."""
-
+from .targets import TARGET_ENV
 
 class OverrideError(ValueError):
     """An override variable whose value cannot stand for its fact (the message names both)."""
@@ -107,6 +104,9 @@ def _docker_facts(host: HostFacts, selection: TargetSelection, dry_run: bool, re
     """Context, host, NVIDIA runtime and image digest from the docker CLI; nothing in a dry run."""
     if dry_run:
         reasons.append("host.docker_*: not probed (dry run: no docker command is run)")
+        return
+    if host.in_target_container:
+        reasons.append("host.docker_*: not probed (inside the target's container)")
         return
     docker = find_tool("docker")
     if docker is None:
@@ -205,7 +205,7 @@ def apply_overrides(host: HostFacts, dependencies: DependencyFacts, environ: Map
 def _host_problems(selection: TargetSelection, host: HostFacts, dry_run: bool) -> list[tuple[str, str]]:
     """``(status, reason)`` for each thing that keeps the container from a GPU, most basic first."""
     problems: list[tuple[str, str]] = []
-    if host.docker_context is None and not dry_run:
+    if host.docker_context is None and not dry_run and not host.in_target_container:
         problems.append(("docker_unavailable", "no Docker context: install Docker and check 'docker context show' "
                                                "(or set SOL_EXECBENCH_DOCKER_CONTEXT)"))
     if selection.platform is ContainerPlatform.ROCM:

@@ -16,6 +16,9 @@ MANIFEST_FILES = {ContainerPlatform.ROCM: "docker/rocm-targets.json", ContainerP
 DEFAULT_PLATFORM = ContainerPlatform.ROCM
 """Whose manifest's ``default_target_id`` is the default target (the configuration reference's)."""
 DEFAULT_IMAGE_NAME = "sol-execbench"
+TARGET_ENV = "SOL_EXECBENCH_CONTAINER_TARGET"
+"""Set in the images to their target id: the default ``--target`` there, and a preflight that finds
+it equal to the selected target runs inside that target's container (its Python stack is the container's)."""
 UNKNOWN_TARGET_IMAGE = "rocm/dev-ubuntu-24.04"
 """``ROCM_DOCKER_IMAGE``'s default for an undeclared target."""
 
@@ -46,6 +49,7 @@ class TargetRequest:
     """What the command line asks for: ``--target``, ``--allow-unknown-target`` and the variables."""
 
     target_id: str | None = None
+    """``--target``, else the image's own target (``SOL_EXECBENCH_CONTAINER_TARGET``), else the default."""
     allow_unknown_target: bool = False
     image_name: str | None = None
     """``IMAGE_NAME``; None: ``sol-execbench``."""
@@ -59,7 +63,7 @@ class TargetRequest:
     @classmethod
     def from_environ(cls, target_id: str | None, allow_unknown_target: bool, environ: dict[str, str] | None = None) -> "TargetRequest":
         env = os.environ if environ is None else environ
-        return cls(target_id, allow_unknown_target, env.get("IMAGE_NAME") or None, env.get("IMAGE_TAG") or None,
+        return cls(target_id or env.get(TARGET_ENV) or None, allow_unknown_target, env.get("IMAGE_NAME") or None, env.get("IMAGE_TAG") or None,
                    env.get("ROCM_DOCKER_IMAGE") or None, env.get("ROCM_DOCKER_TAG") or None)
 
 
