@@ -60,6 +60,13 @@ def test_a_bad_compatibility_file_is_one_error_line(tmp_path, docker_cli, conten
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and str(bad) in err and needle in err
 
 
+def test_an_unwritable_record_is_one_error_line(tmp_path, docker_cli):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = docker_cli(["preflight", "--dry-run", "--compatibility-entry", str(blocker / "entry.json")], clean_environ())
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot be written" in err
+
+
 def test_preflight_only_records_its_verdict(tmp_path, docker_cli):
     entry_path, matrix_path = tmp_path / "entry.json", tmp_path / "matrix.json"
     env = clean_environ(**{**HOST_READY, "SOL_EXECBENCH_DEV_KFD_PRESENT": "0"})

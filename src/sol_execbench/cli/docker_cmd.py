@@ -34,6 +34,10 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _unwritable(exc: OSError) -> None:
+    _fail(f"{exc.filename or 'a compatibility record'}: cannot be written ({exc.strerror or exc}): give a writable path")
+
+
 def _target_options(command: Callable) -> Callable:
     options = [
         click.option("--target", "target_id", default=None, metavar="ID",
@@ -100,7 +104,11 @@ def preflight_cmd(target_id: str | None, allow_unknown_target: bool, allow_mixed
     options = WrapperOptions(allow_mixed_version_dependencies=allow_mixed_version_dependencies, preflight_only=True,
                              compatibility_entry=compatibility_entry, compatibility_matrix=compatibility_matrix,
                              dry_run=dry_run)
-    sys.exit(run_preflight_only(_preflight(selected, options), options, root, Streams()))
+    report = _preflight(selected, options)
+    try:
+        sys.exit(run_preflight_only(report, options, root, Streams()))
+    except OSError as exc:
+        _unwritable(exc)
 
 
 class SplitAtDoubleDash(click.Command):
@@ -147,11 +155,14 @@ def run_cmd(ctx: click.Context, target_id: str | None, allow_unknown_target: boo
                              compatibility_entry=compatibility_entry, compatibility_matrix=compatibility_matrix,
                              dry_run=dry_run)
     report = _preflight(selected, options)
-    if preflight_only:
-        sys.exit(run_preflight_only(report, options, root, Streams()))
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     spec = RunSpec(root, tuple(docker_args), ctx.meta["container_command"], tty)
-    sys.exit(run_wrapper(selected, report, spec, options, os.environ, Streams()))
+    try:
+        if preflight_only:
+            sys.exit(run_preflight_only(report, options, root, Streams()))
+        sys.exit(run_wrapper(selected, report, spec, options, os.environ, Streams()))
+    except OSError as exc:
+        _unwritable(exc)
 
 
 @docker_group.command("compat")
@@ -170,5 +181,7 @@ def compat_cmd(records: tuple[Path, ...], output: Path | None) -> None:
         matrix = update_matrix(output, entries)
     except FormatError as exc:
         _fail(f"{exc.path}: {exc.message}")
+    except OSError as exc:
+        _unwritable(exc)
     click.echo(f"{output}: {len(matrix.entries)} target(s): "
                + ", ".join(f"{e.target_id} {e.status}" for e in matrix.entries))
