@@ -79,11 +79,12 @@ def test_preflight_only_records_its_verdict(tmp_path, docker_cli):
 
 
 def _fake_docker(tmp_path, exit_code: int) -> dict[str, str]:
-    """A `docker` that logs its arguments and exits with ``exit_code``: the wrapper's real run path
-    without a daemon."""
+    """A `docker` that logs its arguments, answers every command and exits ``docker run`` with
+    ``exit_code``: the wrapper's real run path without a daemon."""
     folder = tmp_path / "bin"
     folder.mkdir(exist_ok=True)
-    (folder / "docker").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/docker.log\nexit {exit_code}\n')
+    (folder / "docker").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/docker.log\n'
+                                   f'[ "$1" = run ] && exit {exit_code}\nexit 0\n')
     (folder / "docker").chmod(0o755)
     return {"PATH": f"{folder}:{os.environ['PATH']}", "SOL_EXECBENCH_HOST_PYTHON": "python3"}
 

@@ -113,6 +113,17 @@ def test_dependency_classification():
     assert preflight(ROCM_DEFAULT, user_space).classification.dependency_status == "mixed_version"
 
 
+def test_a_docker_without_daemon_is_unavailable(monkeypatch, tmp_path):
+    """A docker CLI whose 'info' fails, as where the engine is not running."""
+    (tmp_path / "docker").write_text('#!/bin/sh\n[ "$1" = info ] && { echo "Cannot connect to the Docker daemon" >&2; exit 1; }\n'
+                                     'echo default\n')
+    (tmp_path / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    report = preflight(CUDA_DEFAULT, clean_environ(**HOST_READY), dry_run=False)
+    assert report.host.docker_daemon_reachable is False and report.classification.host_status == "docker_unavailable"
+    assert "does not answer" in report.classification.reasons[0]
+
+
 def test_inside_the_target_container_its_own_stack_gates_the_run():
     """No dependency override: the scope is the container only where the image names this target."""
     outside = preflight(ROCM_DEFAULT, clean_environ(**HOST_READY)).classification

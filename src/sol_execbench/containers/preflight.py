@@ -118,11 +118,12 @@ def _docker_facts(host: HostFacts, selection: TargetSelection, dry_run: bool, re
         reasons.append(f"host.docker_context: {context.error}")
     endpoint = run_command([docker, "context", "inspect", "--format", '{{ (index .Endpoints "docker").Host }}'])
     host.docker_host = endpoint.stdout.strip() or None if endpoint.ok else None
-    if selection.platform is ContainerPlatform.CUDA:
-        runtimes = run_command([docker, "info", "--format", "{{json .Runtimes}}"])
-        host.nvidia_container_runtime = '"nvidia"' in runtimes.stdout if runtimes.ok else None
-        if not runtimes.ok:
-            reasons.append(f"host.nvidia_container_runtime: {runtimes.error}")
+    runtimes = run_command([docker, "info", "--format", "{{json .Runtimes}}"])
+    host.docker_daemon_reachable = runtimes.ok
+    if not runtimes.ok:
+        reasons.append(f"host.docker_daemon_reachable: {runtimes.error}")
+    elif selection.platform is ContainerPlatform.CUDA:
+        host.nvidia_container_runtime = '"nvidia"' in runtimes.stdout
     digest = run_command([docker, "image", "inspect", "--format", "{{.Id}}", selection.image])
     host.image_digest = digest.stdout.strip() or None if digest.ok else None
 
@@ -208,6 +209,9 @@ def _host_problems(selection: TargetSelection, host: HostFacts, dry_run: bool) -
     if host.docker_context is None and not dry_run and not host.in_target_container:
         problems.append(("docker_unavailable", "no Docker context: install Docker and check 'docker context show' "
                                                "(or set SOL_EXECBENCH_DOCKER_CONTEXT)"))
+    elif host.docker_daemon_reachable is False:
+        problems.append(("docker_unavailable", "the Docker daemon does not answer ('docker info' failed): start it, "
+                                               "or check the context's endpoint (docker_host)"))
     if selection.platform is ContainerPlatform.ROCM:
         for label, node in (("/dev/kfd", host.dev_kfd), ("/dev/dri", host.dev_dri)):
             if node.present is False:

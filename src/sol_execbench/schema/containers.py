@@ -121,6 +121,8 @@ class HostFacts(SchemaModel):
     """``cuda``, ``rocm`` or ``cpu``: which vendor's driver this host has."""
     docker_context: Optional[str] = None
     docker_host: Optional[str] = None
+    docker_daemon_reachable: Optional[bool] = None
+    """Whether ``docker info`` answered (null: not asked, as in a dry run)."""
     dev_kfd: DeviceNode = Field(default_factory=DeviceNode)
     dev_dri: DeviceNode = Field(default_factory=DeviceNode)
     nvidia_container_runtime: Optional[bool] = None
