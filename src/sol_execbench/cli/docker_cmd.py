@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import click
 
@@ -29,12 +29,12 @@ def docker_group() -> None:
     """
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
 
 
-def _unwritable(exc: OSError) -> None:
+def _unwritable(exc: OSError) -> NoReturn:
     _fail(f"{exc.filename or 'a compatibility record'}: cannot be written ({exc.strerror or exc}): give a writable path")
 
 
@@ -74,7 +74,6 @@ def _select(repo_root: Path | None, target_id: str | None, allow_unknown_target:
         _fail(f"{exc.path}: {exc.message}")
     except TargetError as exc:
         _fail(str(exc))
-    raise AssertionError("unreachable")
 
 
 def _preflight(selected: Any, options: Any) -> Any:
