@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from sol_execbench.cli import diagnostics_cmd, env_cmd  # noqa: F401 - registers the commands on ``cli``
+from sol_execbench.cli import dataset_cmd, diagnostics_cmd, docker_cmd, env_cmd  # noqa: F401 - registers the commands on ``cli``
 from sol_execbench.cli.main import cli
 from sol_execbench.envprobe import snapshot as snapshot_module
 
@@ -133,10 +133,12 @@ def test_contract_json(run):
     doc = json.loads(result.output)
     assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest",
                                    "bound", "dataset_run_record", "dataset_summary", "timeout_overrides", "ready_subset",
-                                   "readiness", "execution_closure"}
+                                   "readiness", "execution_closure", "docker_target_manifest", "docker_preflight",
+                                   "compatibility_entry", "compatibility_matrix"}
     assert all("properties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
-    assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run"} <= names
+    assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run", "docker preflight", "docker run",
+            "docker compat"} <= names
     toolchain = next(c for c in doc["cli_commands"] if c["name"] == "toolchain")
     assert "--list-registry" in {flag for p in toolchain["params"] for flag in p["flags"]}
 

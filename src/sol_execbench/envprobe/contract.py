@@ -17,6 +17,7 @@ from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, Rea
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
 from sol_execbench.schema.bound import ProblemBound
+from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight, DockerTargetManifest
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -35,6 +36,10 @@ FORMATS = {
     "ready_subset": ReadySubset,
     "readiness": Readiness,
     "execution_closure": ExecutionClosure,
+    "docker_target_manifest": DockerTargetManifest,
+    "docker_preflight": DockerPreflight,
+    "compatibility_entry": CompatibilityEntry,
+    "compatibility_matrix": CompatibilityMatrix,
 }
 
 

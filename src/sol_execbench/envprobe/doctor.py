@@ -19,8 +19,7 @@ from sol_execbench.platform.clocks import expected_locked_clocks
 from . import nvidia, rocm_smi
 from ._common import cache_dir, import_torch
 from .nvml_parse import parse_reading
-from .toolchain import detect
-from .toolchain_registry import REGISTRY
+from .toolchain import detect_by_id
 
 STATUS_ORDER = ("ok", "warn", "fail")
 
@@ -31,10 +30,6 @@ class Check:
     status: str
     detail: str
     fix: str | None = None
-
-
-def _tool(artifact_id: str) -> dict[str, Any]:
-    return detect(next(a for a in REGISTRY if a.id == artifact_id), {})
 
 
 def check_torch(torch: Any, torch_error: str | None, hint: str) -> list[Check]:
@@ -80,7 +75,7 @@ def check_device_nodes(hint: str) -> list[Check]:
 
 
 def _tool_check(name: str, artifact_id: str, missing_status: str, fix: str) -> Check:
-    entry = _tool(artifact_id)
+    entry = detect_by_id(artifact_id)
     if entry["found"]:
         detail = f"{artifact_id} {entry['version'] or '(version unknown)'} at {entry['path']}"
         return Check(name, "warn" if entry["problem"] else "ok", detail + (f"; {entry['problem']}" if entry["problem"] else ""))

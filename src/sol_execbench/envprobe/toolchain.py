@@ -126,6 +126,11 @@ def registry_entries() -> list[dict[str, Any]]:
             for a in REGISTRY]
 
 
+def detect_by_id(artifact_id: str) -> dict[str, Any]:
+    """``detect`` of the registry's artifact ``artifact_id`` (``nvcc``, ``hipcc``, ...)."""
+    return detect(next(a for a in REGISTRY if a.id == artifact_id), {})
+
+
 def detect_all() -> list[dict[str, Any]]:
     exercised = _exercised_records()
     with ThreadPoolExecutor(max_workers=8) as pool:
