@@ -59,7 +59,7 @@ def _print_table(report) -> None:  # noqa: ANN001 - a ProblemBound
 @cli.command("bound")
 @click.argument("problem_dir", type=click.Path(path_type=Path))
 @click.option("--hardware", "hardware", metavar="NAME",
-              help="Part to price the bound on (H100, H200, B200, A100, MI300X, MI325X, MI355X, or a device name); "
+              help="Part to price the bound on (H100, H100PCIE, H100NVL, H200, H200NVL, B200, A100, MI300X, MI325X, MI355X, or a device name); "
                    "default: the GPU here.")
 @click.option("--ceilings", type=click.Choice(["datasheet", "measured"]), default="datasheet", show_default=True,
               help="Price on the vendor's datasheet peaks, or on this device's calibrated ceilings "
