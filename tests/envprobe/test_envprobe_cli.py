@@ -132,9 +132,9 @@ def test_contract_json(run):
     assert result.exit_code == 0
     doc = json.loads(result.output)
     assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest",
-                                   "bound", "dataset_run_record", "dataset_summary", "timeout_overrides", "ready_subset",
-                                   "readiness", "execution_closure", "docker_target_manifest", "docker_preflight",
-                                   "compatibility_entry", "compatibility_matrix"}
+                                   "bound", "calibration", "dataset_run_record", "dataset_summary", "timeout_overrides",
+                                   "ready_subset", "readiness", "execution_closure", "docker_target_manifest",
+                                   "docker_preflight", "compatibility_entry", "compatibility_matrix"}
     assert all("properties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
     assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run", "docker preflight", "docker run",

@@ -8,6 +8,7 @@ from sol_execbench.platform.peaks import MATRIX_DTYPES, PEAKS, UnknownPartError,
     ("NVIDIA H100 80GB HBM3", "H100"), ("H100", "H100"), ("h100-sxm", "H100"), ("NVIDIA H100 PCIe", "H100PCIE"),
     ("AMD Instinct MI300X", "MI300X"), ("MI325X", "MI325X"), ("AMD Instinct MI355X", "MI355X"),
     ("NVIDIA H200", "H200"), ("NVIDIA B200", "B200"), ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA H100 NVL", "H100NVL"), ("NVIDIA H200 NVL", "H200NVL"), ("NVIDIA H200 SXM 141GB", "H200"),
 ])
 def test_names_resolve_to_one_entry(name, part):
     assert peaks_for(name).name == part
@@ -30,3 +31,12 @@ def test_build_matcher_unchanged():
     assert lookup_target("NVIDIA H100 80GB HBM3") == ("cuda", "sm_90a")
     assert lookup_target("AMD Instinct MI300X") == ("rocm", "gfx942")
     assert lookup_target("Radeon 7900") is None
+
+
+def test_nvl_cards_are_the_datasheet_column_halved_back_to_dense():
+    """H100 NVL and H200 NVL print 835 (TF32), 1,671 (BF16/FP16) and 3,341 (FP8) TFLOPS with sparsity."""
+    for name, bandwidth in (("H100NVL", 3.9e12), ("H200NVL", 4.8e12)):
+        part = peaks_for(name)
+        assert part.memory_bandwidth == bandwidth
+        assert [part.matrix[d] / 1e12 for d in ("tf32", "bf16", "fp16", "fp8")] == [835 / 2, 1671 / 2, 1671 / 2, 3341 / 2]
+        assert (part.matrix["fp64"], part.vector["fp64"], part.vector["fp32"]) == (60e12, 30e12, 60e12)

@@ -18,6 +18,7 @@ from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
 from sol_execbench.schema.bound import ProblemBound
 from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight, DockerTargetManifest
+from sol_execbench.schema.calibration import Calibration
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -30,6 +31,7 @@ FORMATS = {
     "benchmark_config": BenchmarkConfig,
     "migration_manifest": MigrationManifest,
     "bound": ProblemBound,
+    "calibration": Calibration,
     "dataset_run_record": RunRecord,
     "dataset_summary": DatasetSummary,
     "timeout_overrides": TimeoutOverrides,

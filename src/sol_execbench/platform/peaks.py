@@ -30,20 +30,31 @@ class PartPeaks:
 
     name: str  # the table key, as native_arch names the part: "H100", "MI300X"
     label: str  # the exact product the numbers are for: "NVIDIA H100 SXM5 80GB"
-    vendor: str  # "cuda" or "rocm"
+    vendor: str  # "cuda" or "rocm" ("cpu" for a calibrated CPU, see platform.ceilings)
     memory_bandwidth: float  # B/s
     matrix: dict[str, float]  # dtype -> dense matrix-core FLOP/s; a dtype the part lacks is absent
     vector: dict[str, float]  # dtype -> non-matrix FLOP/s (fp64, fp32)
     source: str  # datasheet name and URL
     aliases: tuple[str, ...] = field(default=())  # other spellings (normalised like the names)
+    ceilings: str = "datasheet"  # "measured" where platform.ceilings put calibrated rates in
+    measured: tuple[str, ...] = ()  # the rates that are measured ("matrix bf16", "memory"); the rest are the datasheet's
 
 
 _H100_SOURCE = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5 and PCIe columns; tensor rates printed with "
                 "sparsity, halved here), https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet")
+_H100_NVL_SOURCE = ("NVIDIA H100 Tensor Core GPU product page and datasheet (H100 NVL column, 94 GB HBM3, 3.9 TB/s; "
+                    "tensor rates printed with sparsity, halved here), https://www.nvidia.com/en-us/data-center/h100/")
+_H200_SOURCE = ("NVIDIA H200 Tensor Core GPU product page and datasheet ({column} column; tensor rates printed with "
+                "sparsity, halved here), https://www.nvidia.com/en-us/data-center/h200/")
 # The H200 has the H100 SXM's compute; only its memory (141 GB HBM3e, 4.8 TB/s) differs.
 _HOPPER_SXM_MATRIX = {"fp64": 67 * TERA, "tf32": 494.7 * TERA, "bf16": 989.4 * TERA, "fp16": 989.4 * TERA,
                       "fp8": 1978.9 * TERA}
 _HOPPER_SXM_VECTOR = {"fp64": 34 * TERA, "fp32": 67 * TERA}
+# H100 NVL and H200 NVL (PCIe cards, 400 W and 600 W) share one compute column: FP64 30, FP64 tensor 60,
+# FP32 60, TF32 835*, BF16/FP16 1671*, FP8 3341* (* with sparsity).
+_HOPPER_NVL_MATRIX = {"fp64": 60 * TERA, "tf32": 417.5 * TERA, "bf16": 835.5 * TERA, "fp16": 835.5 * TERA,
+                      "fp8": 1670.5 * TERA}
+_HOPPER_NVL_VECTOR = {"fp64": 30 * TERA, "fp32": 60 * TERA}
 # MI325X has the MI300X's compute (CDNA 3, 304 CUs at 2.1 GHz); only its memory (256 GB HBM3e, 6 TB/s) differs.
 _CDNA3_MATRIX = {"fp64": 163.4 * TERA, "fp32": 163.4 * TERA, "tf32": 653.7 * TERA, "bf16": 1307.4 * TERA,
                  "fp16": 1307.4 * TERA, "fp8": 2614.9 * TERA}
@@ -55,16 +66,21 @@ PEAKS: tuple[PartPeaks, ...] = (
     PartPeaks("H100PCIE", "NVIDIA H100 PCIe 80GB", "cuda", 2.0 * TERA,
               {"fp64": 51 * TERA, "tf32": 378 * TERA, "bf16": 756 * TERA, "fp16": 756 * TERA, "fp8": 1513 * TERA},
               {"fp64": 26 * TERA, "fp32": 51 * TERA}, _H100_SOURCE),
+    PartPeaks("H100NVL", "NVIDIA H100 NVL 94GB", "cuda", 3.9 * TERA, _HOPPER_NVL_MATRIX, _HOPPER_NVL_VECTOR,
+              _H100_NVL_SOURCE),
     PartPeaks("H200", "NVIDIA H200 SXM 141GB", "cuda", 4.8 * TERA, _HOPPER_SXM_MATRIX, _HOPPER_SXM_VECTOR,
-              "NVIDIA H200 Tensor Core GPU product page and datasheet (SXM column; tensor rates printed with "
-              "sparsity, halved here), https://www.nvidia.com/en-us/data-center/h200/", aliases=("H200SXM",)),
-    PartPeaks("B200", "NVIDIA B200 (HGX B200, 1000 W)", "cuda", 8.0 * TERA,
+              _H200_SOURCE.format(column="H200 SXM"), aliases=("H200SXM",)),
+    PartPeaks("H200NVL", "NVIDIA H200 NVL 141GB", "cuda", 4.8 * TERA, _HOPPER_NVL_MATRIX, _HOPPER_NVL_VECTOR,
+              _H200_SOURCE.format(column="H200 NVL")),
+    # Bandwidth: the HGX B200 page's per-GPU figure (7.7 TB/s; "up to 62 TB/s" over 8 GPUs). The DGX B200
+    # datasheet's 64 TB/s over 8 GPUs (8 TB/s) is the earlier figure for the same board.
+    PartPeaks("B200", "NVIDIA B200 (HGX B200, 1000 W)", "cuda", 7.7 * TERA,
               {"fp64": 37 * TERA, "tf32": 1100 * TERA, "bf16": 2250 * TERA, "fp16": 2250 * TERA, "fp8": 4500 * TERA,
                "fp4": 9000 * TERA},
               {"fp64": 37 * TERA, "fp32": 75 * TERA},
-              "NVIDIA HGX B200 specifications (per-GPU: 8-GPU totals divided by 8; tensor rates printed with "
-              "sparsity, halved here) and DGX B200 datasheet (64 TB/s HBM3e over 8 GPUs), "
-              "https://www.nvidia.com/en-us/data-center/hgx/", aliases=("HGXB200", "DGXB200")),
+              "NVIDIA HGX B200 specifications (individual GPU column: 180 GB HBM3e at 7.7 TB/s; tensor rates "
+              "printed with sparsity, halved here; FP64 and FP32 dense), https://www.nvidia.com/en-us/data-center/hgx/",
+              aliases=("HGXB200", "DGXB200")),
     PartPeaks("A100", "NVIDIA A100 SXM4 80GB", "cuda", 2.039 * TERA,
               {"fp64": 19.5 * TERA, "tf32": 156 * TERA, "bf16": 312 * TERA, "fp16": 312 * TERA},
               {"fp64": 9.7 * TERA, "fp32": 19.5 * TERA},

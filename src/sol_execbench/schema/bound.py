@@ -54,6 +54,9 @@ class HardwarePeaks(SchemaModel):
     source: NonEmptyString
     resolved_from: NonEmptyString
     """The name given (``--hardware``) or the detected device name."""
+    measured: list[str] = []
+    """With measured ceilings: the rates the calibration gave (``matrix bf16``, ``memory``); the
+    others are the datasheet's. Empty with datasheet ceilings."""
 
 
 class ProblemBound(SchemaModel):
@@ -63,5 +66,7 @@ class ProblemBound(SchemaModel):
     """The problem directory as given."""
     definition: NonEmptyString
     hardware: HardwarePeaks
-    ceilings: Literal["datasheet"] = "datasheet"
+    ceilings: Literal["datasheet", "measured"] = "datasheet"
+    """Which ceilings priced the bound: the vendor's datasheet, or this device's calibration
+    (``sol-execbench calibrate``; ``hardware.measured`` lists the rates it gave)."""
     workloads: list[WorkloadBound]

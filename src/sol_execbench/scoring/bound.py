@@ -138,7 +138,7 @@ def _load_reference(definition: Definition, path: Path) -> tuple[Callable[..., A
 def hardware_model(peaks: PartPeaks, resolved_from: str) -> HardwarePeaks:
     return HardwarePeaks(name=peaks.name, label=peaks.label, memory_bandwidth_bytes_per_s=peaks.memory_bandwidth,
                          matrix_flops_per_s=dict(peaks.matrix), vector_flops_per_s=dict(peaks.vector),
-                         source=peaks.source, resolved_from=resolved_from)
+                         source=peaks.source, resolved_from=resolved_from, measured=list(peaks.measured))
 
 
 def bound_problem(problem_dir: Path, peaks: PartPeaks, resolved_from: str) -> ProblemBound:
@@ -162,4 +162,4 @@ def bound_problem(problem_dir: Path, peaks: PartPeaks, resolved_from: str) -> Pr
         except ValueError as exc:  # an axis the workload does not give, an expression that fails
             raise BoundInputError(f"{workload_path}: workload '{workload.uuid}': {exc}; fix its axes") from None
     return ProblemBound(problem=str(problem_dir), definition=definition.name, hardware=hardware_model(peaks, resolved_from),
-                        workloads=bounds)
+                        ceilings=peaks.ceilings, workloads=bounds)
