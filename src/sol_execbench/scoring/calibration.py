@@ -139,11 +139,11 @@ def _measure(probe: _Probe, device: DeviceInfo, plan: CalibrationPlan, flusher: 
     finally:
         torch.set_float32_matmul_precision(before)
     result = paired.solution
-    achieved = probe.work / (result.median_ms / 1e3)
+    achieved = probe.work / (result.latency_ms / 1e3)
     sheet = datasheet_rate(datasheet, probe.rate)
     clocks = sorted(result.sm_clock_mhz)
     return CeilingMeasurement(
-        name=probe.name, rate=probe.rate, shape=probe.shape, work=probe.work, latency_ms=result.median_ms,
+        name=probe.name, rate=probe.rate, shape=probe.shape, work=probe.work, latency_ms=result.latency_ms,
         relative_iqr=round(result.summary.relative_iqr, 6), method=result.instrument, achieved_per_s=achieved,
         datasheet_per_s=sheet, fraction_of_datasheet=achieved / sheet if sheet else None,
         sm_clock_median_mhz=clocks[len(clocks) // 2] if clocks else None,
