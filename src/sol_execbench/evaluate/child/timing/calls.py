@@ -148,8 +148,13 @@ class SideCalls:
                 for keeper in self.keepers:
                     keeper.settle()
 
-    def call(self, args: list[Any]) -> None:
-        result = self.fn(*args)
+    def call(self, args: list[Any]) -> Any:
+        """The timed call itself: the side's function and nothing else, the same for both sides."""
+        return self.fn(*args)
+
+    def observe(self, args: list[Any], result: Any) -> None:
+        """After the call's span: the audit keepers see the call (only the solution has keepers,
+        so their cost must not fall inside its span)."""
         for keeper in self.keepers:
             keeper.observe(self.fresh.calls_made - 1, args, result)
 

@@ -264,15 +264,17 @@ class PassPlan:
                 k += 1
 
 
-def _timed(plan: PassPlan, side: SideCalls, body: Callable[[], None]) -> float:
+def _timed(plan: PassPlan, side: SideCalls, args: list[Any], body: Callable[[], Any]) -> float:
     """Run one call's ``body`` on a synchronised device, then wait for it: the host's wait for the
-    device after the call returned, in ms (what the cooldown is sized by)."""
+    device after the call returned, in ms (what the cooldown is sized by). The audit keepers see
+    the call afterwards."""
     side.enter_call()
-    body()
+    result = body()
     returned = time.perf_counter_ns()
     synchronize(plan.device)
     waited = (time.perf_counter_ns() - returned) / 1e6
     side.exit_call()
+    side.observe(args, result)
     return waited
 
 
@@ -294,11 +296,11 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
             holds[side.name].launch()
             flush(plan.flusher)
 
-            def body(k: int = k, side: SideCalls = side, args: Any = args) -> None:
+            def body(k: int = k, side: SideCalls = side, args: Any = args) -> Any:
                 with record_function(f"{CALL_RANGE}#{k}"):
-                    side.call(args)
+                    return side.call(args)
 
-            waited = _timed(plan, side, body)
+            waited = _timed(plan, side, args, body)
             session.check()
             probe.launch(probe.CYCLES)
             cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
@@ -378,12 +380,13 @@ def events_pass(plan: PassPlan) -> DevicePass:
         flush(plan.flusher)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-        def body(side: SideCalls = side, args: Any = args, start: Any = start, end: Any = end) -> None:
+        def body(side: SideCalls = side, args: Any = args, start: Any = start, end: Any = end) -> Any:
             start.record()
-            side.call(args)
+            result = side.call(args)
             end.record()
+            return result
 
-        waited = _timed(plan, side, body)
+        waited = _timed(plan, side, args, body)
         result.spans_ms[side.name].append(start.elapsed_time(end))
         cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
     for side in plan.sides:

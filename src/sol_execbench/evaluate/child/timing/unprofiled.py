@@ -64,8 +64,9 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
         flush(plan.flusher)
         synchronize(plan.device)
         side.enter_call()
-        _, span, waited = host_span_ms(plan.device, lambda side=side, args=args: side.call(args))
+        returned, span, waited = host_span_ms(plan.device, lambda side=side, args=args: side.call(args))
         side.exit_call()
+        side.observe(args, returned)
         result.spans_ms[side.name].append(span)
         cool_down(plan.cooldown, waited)
     for side in plan.sides:

@@ -1,0 +1,77 @@
+"""A/A on the CPU, by construction: inside its timed span the solution's call runs exactly the
+harness code the reference's does. Any extra step on one side only (the audit keepers, which only
+the solution has, were one) is a systematic difference that identical code would read as a speedup."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+import torch
+
+from sol_execbench.evaluate.child.timing import CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
+from sol_execbench.evaluate.child.timing.unprofiled import host_span_ms
+
+ROUNDS, WARMUP = 6, 2
+
+
+def _same_code():
+    def run(x, y):
+        return x * y + 1.0
+    return run
+
+
+class _SpanTracer:
+    """Records, per side, the Python and builtin calls made between the first and the last clock
+    read of each host span (``host_span_ms``)."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, list[tuple[str, ...]]] = {"reference": [], "solution": []}
+        self._reads = 0
+        self._span_frame = None
+        self._calls: list[str] = []
+        self._side: str | None = None
+
+    def __call__(self, frame, event, arg) -> None:
+        if event == "call" and frame.f_code is host_span_ms.__code__:
+            self._span_frame, self._reads, self._calls, self._side = frame, 0, [], None
+            return
+        if self._span_frame is None:
+            return
+        if event == "c_call" and frame is self._span_frame and arg is time.perf_counter_ns:
+            self._reads += 1
+            if self._reads == 3:  # the span ends with the third read (began, returned, ended)
+                self.spans[self._side].append(tuple(self._calls))
+                self._span_frame = None
+            return
+        if self._reads < 1:
+            return
+        if event == "call":
+            if frame.f_code.co_qualname == "SideCalls.call":
+                self._side = frame.f_locals["self"].name
+            self._calls.append(frame.f_code.co_qualname)
+        elif event == "c_call":
+            self._calls.append(getattr(arg, "__qualname__", repr(arg)))
+
+
+def test_the_solution_runs_the_same_harness_code_as_the_reference_inside_its_timed_span(cpu_device):
+    def values():
+        return [[torch.randn(64), torch.randn(64)]]
+
+    slots = WARMUP + 2 * ROUNDS + 2
+    keepers = [CallKeeper(WARMUP + 1), CallKeeper(WARMUP + 3, inspect=lambda args, result: [])]
+    solution = SideCalls("solution", _same_code(), FreshArgs(values(), slots=slots), keepers)
+    reference = SideCalls("reference", _same_code(), FreshArgs(values(), slots=slots))
+    tracer = _SpanTracer()
+    sys.setprofile(tracer)
+    try:
+        m = measure(solution, reference, TimingPlan(warmup=WARMUP, rounds=ROUNDS, device=cpu_device,
+                                                    flusher=L2Flusher(cpu_device)))
+    finally:
+        sys.setprofile(None)
+    assert len(tracer.spans["reference"]) == len(tracer.spans["solution"]) == len(m.solution.host_ms) == ROUNDS
+    assert all(k.kept is not None for k in keepers)  # the audited calls were still kept
+    reference_code, solution_code = Counter(tracer.spans["reference"]), Counter(tracer.spans["solution"])
+    assert len(reference_code) == 1 and reference_code == solution_code, (reference_code, solution_code)
+    assert "_same_code.<locals>.run" in next(iter(solution_code))  # the tracer saw the side's own function
