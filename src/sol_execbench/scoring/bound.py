@@ -16,12 +16,13 @@ from typing import Any, Callable
 
 from sol_execbench.platform.peaks import PartPeaks
 from sol_execbench.schema import DTYPES, Definition, Workload
-from sol_execbench.schema.bound import (CountedFlops, HardwarePeaks, PricedFlops, ProblemBound, ProblemDerivation,
+from sol_execbench.schema.bound import (CountedFlops, PricedFlops, ProblemBound, ProblemDerivation,
                                         WorkloadBound, WorkloadDerivation)
 from sol_execbench.schema.dtypes import DType
 from sol_execbench.schema.loading import FormatError, load_definition, load_workloads
 
 from .counting import FlopCounts, count_flops
+from .hardware import hardware_model
 
 # torch dtype name -> the rate name of the peak table. fp32 matmuls are priced as fp16: a
 # solution may legally run them on tensor cores (TF32, or bf16/fp16 within the tolerance), and
@@ -143,12 +144,6 @@ def _load_reference(definition: Definition, path: Path) -> tuple[Callable[..., A
         except Exception as exc:  # an import the reference needs and this host lacks, say
             return None, f"the reference in {path} does not load here ({type(exc).__name__}: {str(exc)[:300]})"
     return module.run, None
-
-
-def hardware_model(peaks: PartPeaks, resolved_from: str) -> HardwarePeaks:
-    return HardwarePeaks(name=peaks.name, label=peaks.label, memory_bandwidth_bytes_per_s=peaks.memory_bandwidth,
-                         matrix_flops_per_s=dict(peaks.matrix), vector_flops_per_s=dict(peaks.vector),
-                         source=peaks.source, resolved_from=resolved_from, measured=list(peaks.measured))
 
 
 def derive_problem(problem_dir: Path, problem: str | None = None) -> ProblemDerivation:
