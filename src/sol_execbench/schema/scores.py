@@ -3,7 +3,7 @@ against (``--scoring-baseline``). docs/scoring.md gives every formula."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field
 
@@ -24,7 +24,7 @@ class ScoringBaseline(SchemaModel):
     """What the times are (e.g. "torch.compile max-autotune on an MI300X, release 2026.1")."""
     hardware: Optional[str] = None
     """The GPU the times were taken on."""
-    latency_ms: dict[NonEmptyString, dict[NonEmptyString, float]]
+    latency_ms: dict[NonEmptyString, dict[NonEmptyString, Annotated[float, Field(gt=0)]]]
     """``{"L1/rmsnorm": {"<workload uuid>": 0.0123}}``; every time above 0."""
 
 
