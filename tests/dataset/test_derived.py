@@ -19,6 +19,7 @@ from sol_execbench.scoring.score import sol_score
 
 from ..scoring.crafted import trace, write_traces
 from .conftest import ROOT, add_problem, run_to_end
+from .test_bad_inputs import _one_error_line
 
 _register()
 CPU_CONFIG = ROOT / "examples" / "cpu_config.json"
@@ -93,13 +94,6 @@ def test_phase_derived_scores_existing_traces_against_a_baseline_file(tmp_path: 
     assert w16.sol_score is None and [(f.workload, f.kind) for f in report.flags if f.kind == "no_baseline_time"] \
         == [("w1-16", "no_baseline_time")]
     assert report.problems[1].problem == "L2/add" and report.problems[1].sol_score == 0.0
-
-
-def _one_error_line(result, *words: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if "error" in line.lower()]
-    assert len(errors) == 1 and all(word in errors[0] for word in words), result.output
 
 
 def test_derived_inputs_it_refuses(tmp_path: Path):

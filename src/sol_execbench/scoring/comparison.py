@@ -7,7 +7,6 @@ is its latency's relative uncertainty, and the two combine as a ratio (docs/scor
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from sol_execbench.platform.peaks import UnknownPartError, peaks_for
@@ -15,6 +14,8 @@ from sol_execbench.schema import EvaluationStatus, Trace
 from sol_execbench.schema.comparison import (CLASSES, BaselineComparison, BaselineSection, ComparisonTotals,
                                              WorkloadComparison)
 from sol_execbench.schema.trace_files import TraceKey, TraceSet
+
+from .score import geomean
 
 DEFAULT_WIN_PCT = 2.0
 DEFAULT_PARITY_PCT = 5.0
@@ -86,14 +87,10 @@ def compare_workload(key: TraceKey, baseline: Trace, candidate: Trace | None, th
     return base.model_copy(update=update)
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def totals_of(rows: list[WorkloadComparison], candidate_only: int = 0) -> ComparisonTotals:
     counts = {name: sum(r.classification == name for r in rows) for name in CLASSES}
     ratios = [r.speedup for r in rows if r.speedup is not None]
-    return ComparisonTotals(compared=len(rows), counts=counts, both_passed=len(ratios), speedup_geomean=_geomean(ratios),
+    return ComparisonTotals(compared=len(rows), counts=counts, both_passed=len(ratios), speedup_geomean=geomean(ratios),
                             unsettled=sum(r.spans_threshold is not None for r in rows), candidate_only=candidate_only)
 
 

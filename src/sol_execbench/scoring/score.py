@@ -52,7 +52,7 @@ class ProblemInput:
     """Why there is no bound."""
 
 
-def _geomean(values: list[float]) -> float | None:
+def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
@@ -123,7 +123,7 @@ class _Scorer:
             "statuses": dict(sorted(statuses.items())), "workloads": rows,
             "sol_score": _mean([r.sol_score for r in scored]),
             "sol_fraction": _mean([r.sol_fraction for r in scored]),
-            "speedup_geomean": _geomean([r.speedup for r in rows if r.speedup]),
+            "speedup_geomean": geomean([r.speedup for r in rows if r.speedup]),
             "note": item.bound_error if item.bound is None else None})
 
 
@@ -135,7 +135,7 @@ def totals(category: str, problems: list[ProblemScore]) -> ScoreTotals:
                        workloads_passed=sum(p.statuses.get(EvaluationStatus.PASSED.value, 0) for p in problems),
                        sol_score=_mean([p.sol_score for p in scored]),
                        sol_fraction=_mean([p.sol_fraction for p in scored if p.sol_fraction is not None]),
-                       speedup_geomean=_geomean([p.speedup_geomean for p in problems if p.speedup_geomean]))
+                       speedup_geomean=geomean([p.speedup_geomean for p in problems if p.speedup_geomean]))
 
 
 @dataclass(frozen=True)
