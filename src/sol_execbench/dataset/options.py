@@ -150,6 +150,16 @@ def _check_derived(options: RunOptions) -> None:
                             ("--scoring-baseline", options.scoring_baseline), ("--hardware", options.hardware)):
             if value is not None:
                 raise DatasetUsageError(f"{flag} goes with a score report: add --amd-score-report FILE")
+    if options.hardware is not None:
+        from sol_execbench.platform.peaks import UnknownPartError, peaks_for
+
+        try:
+            peaks_for(options.hardware)
+        except UnknownPartError as exc:
+            raise DatasetUsageError(f"--hardware: {exc}") from None
+    elif options.amd_score_report is not None and options.device == "cpu" and options.phase == "all":
+        raise DatasetUsageError("--amd-score-report with --device cpu: the traces name no GPU to price T_SOL on; pass "
+                                "--hardware NAME (H100, MI300X, ...)")
     if options.scoring_baseline is not None and not options.scoring_baseline.is_file():
         raise DatasetUsageError(f"--scoring-baseline {options.scoring_baseline}: no such file; give the baseline "
                                 "times JSON (docs/scoring.md)")
