@@ -119,10 +119,31 @@ def _baseline_source(options: RunOptions) -> tuple[ScoringBaseline | None, Score
                                          description=baseline.description)
 
 
-def derive_outputs(options: RunOptions, root: Path, output: Path, problems: list[DatasetProblem]) -> DerivedOutputs:
-    """Write the derived outputs the options ask for, from the traces below ``output``."""
+def _report(root: Path, output: Path, problems: list[DatasetProblem], traces: list[list[Trace] | None],
+            derived: list[tuple[ProblemDerivation | None, str | None]], part: tuple[PartPeaks, str],
+            baseline: ScoringBaseline | None, source: ScoreBaselineSource) -> tuple[ScoreReport, list[ProblemBound | None]]:
     from sol_execbench.scoring.bound import price_problem
 
+    bounds = [price_problem(derivation, *part) if derivation is not None else None for derivation, _ in derived]
+    inputs = [ProblemInput(p.key, p.category, d.definition if d else None, t, b, error)
+              for p, t, (d, error), b in zip(problems, traces, derived, bounds)]
+    scores = score_problems(inputs, baseline)
+    report = ScoreReport(root=str(root), output=str(output), created_at=now_iso(), hardware=hardware_model(*part),
+                         baseline=source, totals=scores.totals, categories=scores.categories, problems=scores.problems,
+                         flags=scores.flags)
+    return report, bounds
+
+
+def score_run(root: Path, output: Path, problems: list[DatasetProblem], hardware: str | None) -> ScoreReport:
+    """The scores of a run's traces against the reference's latency, written nowhere."""
+    traces = [_traces(output, p) for p in problems]
+    part = scoring_part(hardware, traces)
+    return _report(root, output, problems, traces, [_derive(p) for p in problems], part, None,
+                   ScoreBaselineSource(kind="reference"))[0]
+
+
+def derive_outputs(options: RunOptions, root: Path, output: Path, problems: list[DatasetProblem]) -> DerivedOutputs:
+    """Write the derived outputs the options ask for, from the traces below ``output``."""
     if options.amd_score_report is None and options.solar_derivation is None:
         return DerivedOutputs(None, ())
     traces = [_traces(output, p) for p in problems]
@@ -130,24 +151,16 @@ def derive_outputs(options: RunOptions, root: Path, output: Path, problems: list
     if baseline is not None:
         check_baseline_problems(baseline, options.scoring_baseline, [p.key for p in problems])
     part = scoring_part(options.hardware, traces) if options.amd_score_report is not None else None
+    derived = [_derive(p) for p in problems]
     written: list[Path] = []
-    inputs = []
-    for problem, problem_traces in zip(problems, traces):
-        derivation, error = _derive(problem)
-        if derivation is not None and options.solar_derivation is not None:
-            written.append(_write_model(options.solar_derivation / problem.key / DERIVATION_FILE, derivation))
-        if part is None:
-            continue
-        bound: ProblemBound | None = price_problem(derivation, *part) if derivation is not None else None
-        if bound is not None and options.amd_sol_bound_dir is not None:
-            written.append(_write_model(options.amd_sol_bound_dir / problem.key / BOUND_FILE, bound))
-        inputs.append(ProblemInput(problem.key, problem.category, derivation.definition if derivation else None,
-                                   problem_traces, bound, error))
+    if options.solar_derivation is not None:
+        written += [_write_model(options.solar_derivation / p.key / DERIVATION_FILE, d)
+                    for p, (d, _) in zip(problems, derived) if d is not None]
     if part is None:
         return DerivedOutputs(None, tuple(written))
-    scores = score_problems(inputs, baseline)
-    report = ScoreReport(root=str(root), output=str(output), created_at=now_iso(), hardware=hardware_model(*part),
-                         baseline=source, totals=scores.totals, categories=scores.categories, problems=scores.problems,
-                         flags=scores.flags)
+    report, bounds = _report(root, output, problems, traces, derived, part, baseline, source)
+    if options.amd_sol_bound_dir is not None:
+        written += [_write_model(options.amd_sol_bound_dir / p.key / BOUND_FILE, b)
+                    for p, b in zip(problems, bounds) if b is not None]
     written.append(_write_model(options.amd_score_report, report))
     return DerivedOutputs(report, tuple(written))
