@@ -118,3 +118,14 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path):
         lines = done.stderr.splitlines()
         assert done.exit_code == 2 and len(lines) == 1 and isinstance(done.exception, SystemExit), (args, done.output)
         assert all(word in lines[0] for word in words), (words, lines[0])
+
+
+@pytest.mark.parametrize("hardware, vendor, amd", [("AMD Instinct MI300X", None, True), ("AMD Radeon PRO W7900", None, True),
+                                                   ("AMD EPYC 7763 64-Core Processor", None, False),
+                                                   ("AMD EPYC 7763 64-Core Processor", "rocm", True),
+                                                   ("AMD Instinct MI300X", "cuda", False)])
+def test_the_device_vendor_decides_else_the_hardware_string(hardware: str, vendor: str | None, amd: bool):
+    from sol_execbench.schema import Trace
+    from sol_execbench.scoring.comparison import made_on_amd
+
+    assert made_on_amd(Trace.model_validate(trace("a", "w", hardware=hardware, vendor=vendor))) is amd

@@ -25,7 +25,7 @@ from sol_execbench.scoring.comparison import hardware_of
 from sol_execbench.scoring.hardware import hardware_model
 from sol_execbench.scoring.score import ProblemInput, score_problems
 
-from .discovery import DatasetProblem, DatasetUsageError
+from .discovery import DatasetProblem, DatasetUsageError, is_problem_folder
 from .execution import now_iso
 from .options import RunOptions
 from .records import replace_file, sha256_bytes
@@ -63,9 +63,12 @@ def load_scoring_baseline(path: Path) -> tuple[ScoringBaseline, bytes]:
                                 "in docs/scoring.md") from None
 
 
-def check_baseline_problems(baseline: ScoringBaseline, path: Path, problems: list[str]) -> None:
-    known = set(problems)
-    unknown = sorted(key for key in baseline.latency_ms if key not in known)
+def check_baseline_problems(baseline: ScoringBaseline, path: Path, root: Path) -> None:
+    """Every key names a problem below the root (a baseline may cover more than the run selects)."""
+    def known(key: str) -> bool:  # a root that is itself a problem is named by its folder's name
+        return is_problem_folder(root / key) or (key == root.name and is_problem_folder(root))
+
+    unknown = sorted(key for key in baseline.latency_ms if not known(key))
     if unknown:
         raise DatasetUsageError(f"--scoring-baseline {path}: latency_ms.{unknown[0]}: no such problem below the "
                                 f"dataset root ({len(unknown)} key(s) unknown); key the times by problem path, "
@@ -149,7 +152,7 @@ def derive_outputs(options: RunOptions, root: Path, output: Path, problems: list
     traces = [_traces(output, p) for p in problems]
     baseline, source = _baseline_source(options)
     if baseline is not None:
-        check_baseline_problems(baseline, options.scoring_baseline, [p.key for p in problems])
+        check_baseline_problems(baseline, options.scoring_baseline, root)
     part = scoring_part(options.hardware, traces) if options.amd_score_report is not None else None
     derived = [_derive(p) for p in problems]
     written: list[Path] = []

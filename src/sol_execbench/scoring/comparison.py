@@ -7,6 +7,7 @@ is its latency's relative uncertainty, and the two combine as a ratio (docs/scor
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sol_execbench.platform.peaks import UnknownPartError, peaks_for
@@ -19,7 +20,8 @@ from .score import geomean
 
 DEFAULT_WIN_PCT = 2.0
 DEFAULT_PARITY_PCT = 5.0
-AMD_WORDS = ("AMD", "INSTINCT", "RADEON")
+# AMD GPU names without a peak table entry (an "AMD EPYC" host CPU is not one)
+AMD_GPU_NAME = re.compile(r"\b(INSTINCT|RADEON|MI\d{3}[A-Z]?|GFX\d{3,4}[A-Z]?)\b")
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def hardware_of(trace: Trace) -> str | None:
 
 def made_on_amd(trace: Trace) -> bool:
     """``evaluation.device.vendor`` where recorded, else the hardware string: a known AMD part, or
-    AMD's names in it."""
+    an AMD GPU's name in it (Instinct, Radeon, MI300X, gfx942)."""
     evaluation = trace.evaluation
     if evaluation is None:
         return False
@@ -115,7 +117,7 @@ def made_on_amd(trace: Trace) -> bool:
     try:
         return peaks_for(hardware).vendor == "rocm"
     except UnknownPartError:
-        return any(word in hardware.upper() for word in AMD_WORDS)
+        return AMD_GPU_NAME.search(hardware.upper()) is not None
 
 
 def _claim_warnings(candidate: TraceSet) -> list[str]:
