@@ -3,20 +3,15 @@ torch). Its own console script, as the configuration reference names it."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from sol_execbench.cli.errors import fail
 from sol_execbench.scoring.comparison import DEFAULT_PARITY_PCT, DEFAULT_WIN_PCT
 
 PROG = "sol-execbench-baseline"
 PATH = click.Path(path_type=Path)
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 def _number(value: float | None, form: str) -> str:
@@ -77,13 +72,13 @@ def baseline_command(candidate: Path, baselines: tuple[Path, ...], output_format
     from sol_execbench.scoring.comparison import Thresholds, compare_sets
 
     if parity_pct < 0:
-        _fail(f"--parity-pct {parity_pct:g}: give a percentage of 0 or more")
+        fail(f"--parity-pct {parity_pct:g}: give a percentage of 0 or more")
     if win_pct < -parity_pct:
-        _fail(f"--win-pct {win_pct:g} is below -parity_pct ({-parity_pct:g}): give a win threshold above the parity one")
+        fail(f"--win-pct {win_pct:g} is below -parity_pct ({-parity_pct:g}): give a win threshold above the parity one")
     try:
         sets = [read_trace_set(path) for path in (candidate, *baselines)]
     except (TraceFileError, OSError, UnicodeDecodeError) as exc:
-        _fail(str(exc) if isinstance(exc, TraceFileError) else f"{getattr(exc, 'filename', None) or candidate}: "
+        fail(str(exc) if isinstance(exc, TraceFileError) else f"{getattr(exc, 'filename', None) or candidate}: "
               f"cannot be read ({exc}); give a readable trace file or run directory")
     report = compare_sets(sets[0], sets[1:], Thresholds(win_pct, parity_pct), amd_native_claim)
     text = report.model_dump_json(indent=2) + "\n" if output_format == "json" else render_text(report)
@@ -96,7 +91,7 @@ def baseline_command(candidate: Path, baselines: tuple[Path, ...], output_format
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        _fail(f"--output {output}: cannot be written ({exc.strerror or exc}); give a writable path")
+        fail(f"--output {output}: cannot be written ({exc.strerror or exc}); give a writable path")
 
 
 def main() -> None:

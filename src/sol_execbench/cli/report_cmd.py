@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from sol_execbench.cli.errors import fail
 from sol_execbench.cli.main import cli
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 @cli.command("report")
@@ -31,16 +26,16 @@ def report_command(run_dir: Path, output: Path | None, scores_path: Path | None,
         try:
             peaks_for(hardware)
         except UnknownPartError as exc:
-            _fail(f"--hardware: {exc}")
+            fail(f"--hardware: {exc}")
     try:
         page = build_report(run_dir, scores_path, hardware)
     except ReportInputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except ImportError as exc:
-        _fail(f"the figures need matplotlib ({exc}); pip install 'sol-execbench[plot]'")
+        fail(f"the figures need matplotlib ({exc}); pip install 'sol-execbench[plot]'")
     target = output or run_dir / "report.html"
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as exc:
-        _fail(f"-o {target}: cannot be written ({exc.strerror or exc}); give a writable path")
+        fail(f"-o {target}: cannot be written ({exc.strerror or exc}); give a writable path")
     click.echo(f"report written to {target}")
