@@ -112,9 +112,10 @@ def test_a_malformed_config(suite: Path, tmp_path: Path):
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--phase", "derived"], ["--phase derived", "not available yet"]),
     (["--phase", "timing"], ["--phase timing", "not available yet"]),
-    (["--amd-score-report", "r.json"], ["--amd-score-report", "not available yet"]),
+    (["--timing-evidence-dir", "t"], ["--timing-evidence-dir", "not available yet"]),
+    (["--amd-score-report", "r.json"], ["--amd-score-report", "--device cpu", "--hardware"]),
+    (["--amd-score-report", "r.json", "--hardware", "Radeon 7900"], ["--hardware", "known parts"]),
     (["--gpu-architecture", "gfx942"], ["--gpu-architecture", "not available yet"]),
     (["--timing-tool-version", "rocprofv3.1"], ["--timing-tool-version", "not available yet"]),
     (["--execution-mode", "pipeline", "--ready-subset", "s.json"], ["pipeline", "--ready-subset"]),

@@ -13,7 +13,7 @@ import pytest
 from sol_execbench.dataset.devices import evaluation_slots
 from sol_execbench.dataset.discovery import DatasetUsageError, discover, select
 from sol_execbench.dataset.events import ProblemOrder, RunEvent
-from sol_execbench.dataset.records import read_traces
+from sol_execbench.schema.trace_files import read_traces
 from sol_execbench.dataset.reuse import hash_mismatch
 from sol_execbench.dataset.shards import TimeoutPlan, plan_shards
 from sol_execbench.dataset.solutions import reference_solution, writes_into_outputs

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sol_execbench.dataset.records import read_traces
+from sol_execbench.schema.trace_files import read_traces
 from sol_execbench.schema.dataset_inputs import ExecutionClosure
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 

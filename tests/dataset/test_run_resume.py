@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sol_execbench.dataset.records import read_traces
+from sol_execbench.schema.trace_files import read_traces
 from sol_execbench.schema import load_workloads
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 

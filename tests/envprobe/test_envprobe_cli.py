@@ -9,13 +9,13 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from sol_execbench.cli import dataset_cmd, diagnostics_cmd, docker_cmd, env_cmd  # noqa: F401 - registers the commands on ``cli``
-from sol_execbench.cli.main import cli
+from sol_execbench.cli.main import _register, cli
 from sol_execbench.envprobe import snapshot as snapshot_module
 
 
 @pytest.fixture
 def run():
+    _register()  # every command, as the entry point sees them
     runner = CliRunner()
 
     def invoke(*args: str):
@@ -134,13 +134,17 @@ def test_contract_json(run):
     assert set(doc["formats"]) == {"definition", "workload", "solution", "trace", "benchmark_config", "migration_manifest",
                                    "bound", "calibration", "dataset_run_record", "dataset_summary", "timeout_overrides",
                                    "ready_subset", "readiness", "execution_closure", "docker_target_manifest",
-                                   "docker_preflight", "compatibility_entry", "compatibility_matrix"}
+                                   "docker_preflight", "compatibility_entry", "compatibility_matrix", "solar_derivation",
+                                   "score_report", "scoring_baseline", "baseline_comparison"}
     assert all("properties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
     assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run", "docker preflight", "docker run",
             "docker compat"} <= names
     toolchain = next(c for c in doc["cli_commands"] if c["name"] == "toolchain")
     assert "--list-registry" in {flag for p in toolchain["params"] for flag in p["flags"]}
+    (baseline,) = doc["console_scripts"]
+    assert baseline["name"] == "sol-execbench-baseline"
+    assert {"--candidate", "--baseline", "--win-pct", "--amd-native-claim"} <= {f for p in baseline["params"] for f in p["flags"]}
 
 
 def test_contract_does_not_import_torch():

@@ -11,7 +11,7 @@ from sol_execbench.cli.evaluate_cmd import SECONDS, check_device, check_seconds
 from sol_execbench.cli.main import cli
 
 PATH = click.Path(path_type=Path)
-DERIVED_DEFAULTS = {"timing_tool_version": "rocprofv3", "gpu_architecture": "unknown"}
+TIMING_DEFAULTS = {"timing_tool_version": "rocprofv3", "gpu_architecture": "unknown"}
 
 
 @cli.group("dataset")
@@ -24,10 +24,10 @@ def dataset_group() -> None:
     """
 
 
-def _derived_requested(values: dict[str, object]) -> tuple[str, ...]:
-    """The derived-report flags given (a value other than the default)."""
+def _timing_requested(values: dict[str, object]) -> tuple[str, ...]:
+    """The timing-evidence flags given (a value other than the default)."""
     return tuple(f"--{name.replace('_', '-')}" for name, value in values.items()
-                 if value is not None and value != DERIVED_DEFAULTS.get(name))
+                 if value is not None and value != TIMING_DEFAULTS.get(name))
 
 
 def _categories(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -60,7 +60,8 @@ class ManyValuesOption(click.Option):
               help="Only problems below these category folders (--category L1 L2, repeatable, or comma-separated).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many problems.")
 @click.option("--phase", type=click.Choice(["all", "traces", "derived", "timing"]), default="all", show_default=True,
-              help="traces: evaluate; derived and timing reports are not available yet.")
+              help="traces: evaluate; derived: write the derived outputs from the traces in --output; all: both; "
+                   "timing: not available yet.")
 @click.option("--jobs", default="1", show_default=True, metavar="N|auto", help="CPU workers for loading and checking the problems.")
 @click.option("--execution-mode", type=click.Choice(["serial", "pipeline"]), default="serial", show_default=True,
               help="pipeline: build the next problems' native solutions while one evaluates.")
@@ -92,10 +93,15 @@ class ManyValuesOption(click.Option):
 @click.option("--config", "config_path", type=PATH, help="Benchmark config JSON, over each problem's config.json.")
 @click.option("--solution-name", help="Evaluate this file of each problem folder (.json, or .py wrapped) [default: the reference].")
 @click.option("--device", default=None, callback=check_device, help="cpu, N or cuda:N [default: the first GPU, else cpu].")
-@click.option("--amd-score-report", type=PATH, help="Derived AMD score report (not available yet).")
-@click.option("--scoring-baseline", type=PATH, help="Scoring baseline for the score report (not available yet).")
-@click.option("--amd-sol-bound-dir", type=PATH, help="AMD SOL bound sidecars (not available yet).")
-@click.option("--solar-derivation", type=PATH, help="SOLAR derivation sidecars (not available yet).")
+@click.option("--amd-score-report", type=PATH, help="Write the SOL score report (JSON, score_report format) here.")
+@click.option("--scoring-baseline", type=PATH,
+              help="Baseline times JSON (scoring_baseline format) to score against instead of the reference's latency.")
+@click.option("--amd-sol-bound-dir", type=PATH,
+              help="Write each problem's priced bounds to DIR/<problem>/bound.json (with --amd-score-report).")
+@click.option("--solar-derivation", type=PATH,
+              help="Write each problem's bytes and FLOPs derivation to DIR/<problem>/derivation.json.")
+@click.option("--hardware", metavar="NAME",
+              help="Part whose datasheet peaks price T_SOL in the score report [default: the GPU the traces name].")
 @click.option("--timing-evidence-dir", type=PATH, help="ROCm timing evidence (not available yet).")
 @click.option("--timing-tool-version", default="rocprofv3", show_default=True, help="For timing evidence (not available yet).")
 @click.option("--gpu-architecture", default="unknown", show_default=True, help="For timing evidence (not available yet).")
@@ -103,7 +109,7 @@ def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs
                 timeout_overrides, blob_precheck, log_order, output, max_workloads, workload_shard_size, iterations,
                 warmup_runs, lock_clocks, rerun, keep_staging, verbose, ready_subset, readiness, execution_closure,
                 dataset_manifest, config_path, solution_name, device, amd_score_report, scoring_baseline,
-                amd_sol_bound_dir, solar_derivation, timing_evidence_dir, timing_tool_version, gpu_architecture) -> None:
+                amd_sol_bound_dir, solar_derivation, hardware, timing_evidence_dir, timing_tool_version, gpu_architecture) -> None:
     """Evaluate every problem below ROOT (a problem folder, or a root of category folders).
 
     Each problem's traces go to OUTPUT/<problem path>/traces.jsonl with its run.json, and the run's
@@ -113,10 +119,8 @@ def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs
     from sol_execbench.cli.dataset_render import run_and_render
     from sol_execbench.dataset.options import RunOptions
 
-    derived = _derived_requested({"amd_score_report": amd_score_report, "scoring_baseline": scoring_baseline,
-                                  "amd_sol_bound_dir": amd_sol_bound_dir, "solar_derivation": solar_derivation,
-                                  "timing_evidence_dir": timing_evidence_dir, "timing_tool_version": timing_tool_version,
-                                  "gpu_architecture": gpu_architecture})
+    timing = _timing_requested({"timing_evidence_dir": timing_evidence_dir, "timing_tool_version": timing_tool_version,
+                                "gpu_architecture": gpu_architecture})
     options = RunOptions(root=root, output=output, categories=_categories(category), limit=limit, phase=phase, jobs=jobs,
                          execution_mode=execution_mode, prepare_jobs=prepare_jobs, gpu_jobs=gpu_jobs, timeout_s=timeout,
                          timeout_policy=timeout_policy, timeout_overrides=timeout_overrides, blob_precheck=blob_precheck,
@@ -124,5 +128,7 @@ def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs
                          iterations=iterations, warmup_runs=warmup_runs, lock_clocks=lock_clocks, rerun=rerun,
                          keep_staging=keep_staging, verbose=verbose, ready_subset=ready_subset, readiness=readiness,
                          execution_closure=execution_closure, dataset_manifest=dataset_manifest, config=config_path,
-                         solution_name=solution_name, device=device, derived_requested=derived)
+                         solution_name=solution_name, device=device, amd_score_report=amd_score_report,
+                         scoring_baseline=scoring_baseline, amd_sol_bound_dir=amd_sol_bound_dir,
+                         solar_derivation=solar_derivation, hardware=hardware, timing_requested=timing)
     sys.exit(run_and_render(options))

@@ -7,12 +7,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import Counter
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from sol_execbench.dataset.derived import DerivedOutputs
 from sol_execbench.dataset.events import RunEvent
 from sol_execbench.dataset.options import RunOptions
 from sol_execbench.schema.dataset_run import CategorySummary, DatasetSummary, ProblemSummary
@@ -139,6 +141,31 @@ def render_summary(summary: DatasetSummary, out: Console) -> None:
         out.print(f"stopped: {summary.stopped}", markup=False, highlight=False)
 
 
+def _score(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def render_derived(derived: DerivedOutputs, out: Console) -> None:
+    report = derived.score_report
+    if report is not None:
+        table = Table(title=f"SOL scores on {report.hardware.label} ({report.ceilings} ceilings; T_b: "
+                            f"{report.baseline.kind})", title_justify="left")
+        for column in ("category", "problems", "scored", "workloads", "passed", "SOL score", "SOL fraction",
+                       "speedup"):
+            table.add_column(column, justify="left" if column == "category" else "right")
+        for row in [*report.categories, report.totals]:
+            table.add_row(row.category or ("(root)" if row is not report.totals else "[b]all[/b]"), str(row.problems),
+                          str(row.problems_scored), str(row.workloads), str(row.workloads_passed),
+                          _score(row.sol_score), _score(row.sol_fraction), _speedup(row.speedup_geomean))
+        out.print(table)
+        kinds = Counter(flag.kind for flag in report.flags)
+        if kinds:
+            out.print("flags: " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())),
+                      markup=False, highlight=False)
+    out.print(f"derived: {len(derived.written)} file(s) written"
+              + (f", score report {derived.written[-1]}" if report is not None else ""), markup=False, highlight=False)
+
+
 def run_and_render(options: RunOptions) -> int:
     """Run the suite with the display; the exit status."""
     from sol_execbench.cli.evaluate_cmd import PROCESS_OWNER
@@ -168,6 +195,9 @@ def run_and_render(options: RunOptions) -> int:
         err.print(f"[red]error:[/red] {escape(str(exc.filename or ''))}: {escape(str(exc.strerror or exc))} (the "
                   f"finished problems stay in {escape(str(options.output))})", highlight=False)
         return 2
-    render_summary(result.summary, out)
-    out.print(f"summary written to {result.summary_path}", highlight=False)
+    if result.summary is not None:
+        render_summary(result.summary, out)
+        out.print(f"summary written to {result.summary_path}", highlight=False)
+    if result.derived is not None:
+        render_derived(result.derived, out)
     return result.exit_code

@@ -39,17 +39,18 @@ def _describe_param(param: click.Parameter) -> dict[str, Any]:
     }
 
 
+def describe_command(command: click.Command, name: str) -> dict[str, Any]:
+    return {"name": name, "help": command.get_short_help_str(limit=200),
+            "params": [_describe_param(p) for p in command.params if p.name != "help"]}
+
+
 def describe_commands(group: click.Group, prefix: str = "") -> list[dict[str, Any]]:
     """Every (sub)command of ``group``: its full name, short help and parameters."""
     described = []
     for name in sorted(group.commands):
         command = group.commands[name]
         full = f"{prefix}{name}"
-        described.append({
-            "name": full,
-            "help": command.get_short_help_str(limit=200),
-            "params": [_describe_param(p) for p in command.params if p.name != "help"],
-        })
+        described.append(describe_command(command, full))
         if isinstance(command, click.Group):
             described.extend(describe_commands(command, f"{full} "))
     return described
@@ -61,9 +62,10 @@ def describe_commands(group: click.Group, prefix: str = "") -> list[dict[str, An
 def contract_cmd(ctx: click.Context, as_json: bool) -> None:
     """Tool and schema versions, JSON Schemas of every format, trace statuses, CLI commands."""
     _require_json(as_json, "contract")
+    from sol_execbench.cli.baseline_cmd import PROG, baseline_command
     from sol_execbench.envprobe.contract import build_contract
 
-    _emit(build_contract(describe_commands(ctx.find_root().command)))
+    _emit(build_contract(describe_commands(ctx.find_root().command), [describe_command(baseline_command, PROG)]))
 
 
 @cli.command("doctor")

@@ -23,11 +23,10 @@ JOBS_CAP = 32
 CLOSURE_FILE = "execution_closure.json"
 SOLUTION_SUFFIXES = (".json", ".py")
 
-# Derived reports (scores, SOL bounds, SOLAR derivations, timing evidence) come with the scoring and
-# profiling work; until then asking for one is an error, never silently nothing.
-DERIVED_FLAGS = ("--amd-score-report", "--scoring-baseline", "--amd-sol-bound-dir", "--solar-derivation",
-                 "--timing-evidence-dir", "--timing-tool-version", "--gpu-architecture")
-NOT_AVAILABLE = "not available yet (it comes with the scoring and profiling work)"
+# Timing evidence comes with the profiling work; until then asking for it is an error, never
+# silently nothing.
+TIMING_FLAGS = ("--timing-evidence-dir", "--timing-tool-version", "--gpu-architecture")
+NOT_AVAILABLE = "not available yet (it comes with the profiling work)"
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,27 @@ class RunOptions:
     config: Path | None = None
     solution_name: str | None = None
     device: str | None = None
-    derived_requested: tuple[str, ...] = field(default=())
-    """The derived-report flags given (refused until those reports exist)."""
+    amd_score_report: Path | None = None
+    """Write the SOL score report (``ScoreReport``) here."""
+    scoring_baseline: Path | None = None
+    """Baseline times to score against (``ScoringBaseline``) instead of the reference's latency."""
+    amd_sol_bound_dir: Path | None = None
+    """Write each problem's priced bounds below it (with a score report only)."""
+    solar_derivation: Path | None = None
+    """Write each problem's bytes and FLOPs derivation below it."""
+    hardware: str | None = None
+    """The part whose datasheet peaks price T_SOL [default: the GPU the traces name]."""
+    timing_requested: tuple[str, ...] = field(default=())
+    """The timing-evidence flags given (refused until that evidence exists)."""
+
+    @property
+    def derived_requested(self) -> tuple[str, ...]:
+        """The derived-output flags given."""
+        return tuple(flag for flag, value in (("--amd-score-report", self.amd_score_report),
+                                              ("--solar-derivation", self.solar_derivation),
+                                              ("--amd-sol-bound-dir", self.amd_sol_bound_dir),
+                                              ("--scoring-baseline", self.scoring_baseline),
+                                              ("--hardware", self.hardware)) if value is not None)
 
     @property
     def pipeline(self) -> bool:
@@ -89,12 +107,12 @@ class RunOptions:
 
 def check_combination(options: RunOptions) -> None:
     """Flags that cannot go together, or ask for what does not exist yet: one line naming them."""
-    if options.derived_requested:
-        raise DatasetUsageError(f"{options.derived_requested[0]}: derived reports are {NOT_AVAILABLE}; "
-                                "run without it")
-    if options.phase in ("derived", "timing"):
-        raise DatasetUsageError(f"--phase {options.phase}: the {options.phase} phase is {NOT_AVAILABLE}; "
-                                "use --phase traces or all")
+    if options.timing_requested:
+        raise DatasetUsageError(f"{options.timing_requested[0]}: timing evidence is {NOT_AVAILABLE}; run without it")
+    if options.phase == "timing":
+        raise DatasetUsageError(f"--phase timing: the timing phase is {NOT_AVAILABLE}; use --phase traces, derived "
+                                "or all")
+    _check_derived(options)
     if options.pipeline:
         if options.phase not in PIPELINE_PHASES:
             raise DatasetUsageError(f"--execution-mode pipeline runs --phase traces or all, not {options.phase}")
@@ -117,6 +135,40 @@ def check_combination(options: RunOptions) -> None:
         if path is not None and not path.is_file():
             raise DatasetUsageError(f"{flag} {path}: {'is a directory' if path.is_dir() else 'no such file'}; "
                                     "give the path of a JSON file")
+
+
+def _check_derived(options: RunOptions) -> None:
+    given = options.derived_requested
+    if options.phase == "traces" and given:
+        raise DatasetUsageError(f"--phase traces writes traces only: drop {given[0]}, or use --phase all (evaluate, "
+                                "then derive) or --phase derived (from the traces in --output)")
+    if options.phase == "derived" and options.amd_score_report is None and options.solar_derivation is None:
+        raise DatasetUsageError("--phase derived: give --amd-score-report FILE and/or --solar-derivation DIR (what to "
+                                "derive from the traces in --output)")
+    if options.amd_score_report is None:
+        for flag, value in (("--amd-sol-bound-dir", options.amd_sol_bound_dir),
+                            ("--scoring-baseline", options.scoring_baseline), ("--hardware", options.hardware)):
+            if value is not None:
+                raise DatasetUsageError(f"{flag} goes with a score report: add --amd-score-report FILE")
+    if options.hardware is not None:
+        from sol_execbench.platform.peaks import UnknownPartError, peaks_for
+
+        try:
+            peaks_for(options.hardware)
+        except UnknownPartError as exc:
+            raise DatasetUsageError(f"--hardware: {exc}") from None
+    elif options.amd_score_report is not None and options.device == "cpu" and options.phase == "all":
+        raise DatasetUsageError("--amd-score-report with --device cpu: the traces name no GPU to price T_SOL on; pass "
+                                "--hardware NAME (H100, MI300X, ...)")
+    if options.scoring_baseline is not None and not options.scoring_baseline.is_file():
+        raise DatasetUsageError(f"--scoring-baseline {options.scoring_baseline}: no such file; give the baseline "
+                                "times JSON (docs/scoring.md)")
+    for flag, folder in (("--amd-sol-bound-dir", options.amd_sol_bound_dir),
+                         ("--solar-derivation", options.solar_derivation)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise DatasetUsageError(f"{flag} {folder}: is a file; give a folder (one sidecar per problem path below it)")
+    if options.amd_score_report is not None and options.amd_score_report.is_dir():
+        raise DatasetUsageError(f"--amd-score-report {options.amd_score_report}: is a directory; give a file name")
 
 
 def resolve_count(flag: str, value: str, auto: int, upper: int | None = None) -> int:

@@ -5,8 +5,7 @@ it comes. When the problem is done the traces file and then the run record are e
 temporary file, fsynced and renamed into place: a problem whose record names the traces file's
 hash is finished; anything else (a kill at any moment) is evaluated again by the next run.
 
-Upstream's runner names the file ``traces.json`` (a JSON array); the readers here take that name
-and that shape too."""
+Traces are read through ``schema.trace_files`` (ours and upstream's ``traces.json``)."""
 
 from __future__ import annotations
 
@@ -17,13 +16,12 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from sol_execbench.schema import Trace
+from sol_execbench.schema.trace_files import TRACES_FILE
 from sol_execbench.schema.dataset_run import RunRecord
 
-TRACES_FILE = "traces.jsonl"
-UPSTREAM_TRACES_FILE = "traces.json"
 RUN_RECORD_FILE = "run.json"
 PARTIAL_TRACES_FILE = ".traces.partial.jsonl"
 
@@ -37,33 +35,6 @@ def sha256_json(value: Any) -> str:
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     return sha256_bytes(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
-
-
-def traces_file(folder: Path) -> Path | None:
-    """The problem's traces file: ours, else upstream's name."""
-    for name in (TRACES_FILE, UPSTREAM_TRACES_FILE):
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def read_traces(path: Path) -> list[Trace]:
-    """Traces from JSONL (one per line) or a JSON array of traces (upstream's ``traces.json``).
-    Raises ValueError naming the file and line when a trace does not parse."""
-    text = path.read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        items = list(enumerate(json.loads(text), start=1))
-        where = "item"
-    else:
-        items = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-        where = "line"
-    traces = []
-    for number, item in items:
-        try:
-            traces.append(Trace.model_validate(item))
-        except ValidationError as exc:
-            raise ValueError(f"{path}: {where} {number} is not a trace: {exc.errors()[0]['msg']}") from None
-    return traces
 
 
 def read_run_record(folder: Path) -> RunRecord | None:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from sol_execbench.sandbox import file_sha256
 from sol_execbench.schema import EvaluationStatus, Trace
 from sol_execbench.schema.dataset_run import RunHashes, RunRecord
+from sol_execbench.schema.trace_files import read_traces
 
 from .loading import LoadedProblem
-from .records import read_run_record, read_traces
+from .records import read_run_record
 
 # Provenance that counts only when this run names it: results made under a readiness report are
 # as good for a run that gives none (seed 000: "any requested ... provenance matches").

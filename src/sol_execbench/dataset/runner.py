@@ -20,7 +20,9 @@ from typing import Iterator
 
 from sol_execbench import __version__
 from sol_execbench.schema.dataset_run import DatasetSummary, ProblemSummary, RunRecord
+from sol_execbench.schema.trace_files import traces_file
 
+from .derived import DerivedOutputs, derive_outputs
 from .devices import evaluation_slots
 from .discovery import DatasetProblem, DatasetUsageError, discover, is_problem_folder, select
 from .events import EventSink, ProblemOrder, RunEvent, RunPlan
@@ -52,10 +54,12 @@ class BlobsMissing(DatasetUsageError):
 
 @dataclass(frozen=True)
 class RunResult:
-    summary: DatasetSummary
-    summary_path: Path
+    summary: DatasetSummary | None
+    """None for ``--phase derived`` (nothing is evaluated)."""
+    summary_path: Path | None
     exit_code: int
     closure_path: Path | None = None
+    derived: DerivedOutputs | None = None
 
 
 def _ignore(_event: RunEvent) -> None:
@@ -239,6 +243,8 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
     began, started_at = time.monotonic(), now_iso()
     root, output = _dataset_root(options.root), options.output.resolve()
     every, selected = _problems(options, root, output)
+    if options.phase == "derived":
+        return _derive_only(options, root, output, selected)
     timeouts = load_timeout_plan(options.timeout_s, options.timeout_overrides)
     timeouts.check_problems([p.key for p in every])
     slots = evaluation_slots(options.device, options.gpu_jobs)
@@ -269,4 +275,15 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
         if closure_path is not None:
             outcomes = {k: (s.outcome, run.statuses.get(k, {})) for k, s in run.summaries.items()}
             write_closure(closure_path, build_closure(inputs, root, selected, outcomes))
-    return RunResult(summary, output / SUMMARY_FILE, _exit_code(summary, run.control.stopped), closure_path)
+        derived = derive_outputs(options, root, output, selected) if run.control.stopped is None else None
+    return RunResult(summary, output / SUMMARY_FILE, _exit_code(summary, run.control.stopped), closure_path, derived)
+
+
+def _derive_only(options: RunOptions, root: Path, output: Path, selected: list[DatasetProblem]) -> RunResult:
+    """``--phase derived``: the derived outputs from the traces an earlier run left in ``output``."""
+    if not any(traces_file(output / p.key) for p in selected):
+        raise DatasetUsageError(f"--phase derived: no traces of the selected problems below {output}; give the "
+                                "earlier run's -o, or evaluate first (--phase traces or all)")
+    with output_lock(output):
+        derived = derive_outputs(options, root, output, selected)
+    return RunResult(None, None, EXIT_PASSED, derived=derived)

@@ -8,7 +8,7 @@ No torch import: this works on a laptop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from sol_execbench import __version__
 from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConfig, Definition, MigrationManifest, Solution,
@@ -16,9 +16,11 @@ from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConf
 from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
-from sol_execbench.schema.bound import ProblemBound
+from sol_execbench.schema.bound import ProblemBound, ProblemDerivation
 from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight, DockerTargetManifest
 from sol_execbench.schema.calibration import Calibration
+from sol_execbench.schema.comparison import BaselineComparison
+from sol_execbench.schema.scores import ScoreReport, ScoringBaseline
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -32,6 +34,10 @@ FORMATS = {
     "migration_manifest": MigrationManifest,
     "bound": ProblemBound,
     "calibration": Calibration,
+    "solar_derivation": ProblemDerivation,
+    "score_report": ScoreReport,
+    "scoring_baseline": ScoringBaseline,
+    "baseline_comparison": BaselineComparison,
     "dataset_run_record": RunRecord,
     "dataset_summary": DatasetSummary,
     "timeout_overrides": TimeoutOverrides,
@@ -45,8 +51,9 @@ FORMATS = {
 }
 
 
-def build_contract(cli_commands: list[dict[str, Any]]) -> dict[str, Any]:
-    """The contract document; ``cli_commands`` is the CLI's own description of its commands."""
+def build_contract(cli_commands: list[dict[str, Any]], console_scripts: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The contract document; ``cli_commands`` is the CLI's own description of its commands, and
+    ``console_scripts`` of the other console scripts (``sol-execbench-baseline``)."""
     shape = empty_snapshot()
     shape["timestamp"] = None
     return {
@@ -59,4 +66,5 @@ def build_contract(cli_commands: list[dict[str, Any]]) -> dict[str, Any]:
         "latency_rule": {"text": LATENCY_RULE, "launch_allowance_us": LAUNCH_ALLOWANCE_US},
         "env_snapshot": {"schema_version": SCHEMA_VERSION, "blocks": list(BLOCK_ORDER), "shape": shape},
         "cli_commands": cli_commands,
+        "console_scripts": list(console_scripts),
     }

@@ -1,4 +1,5 @@
-"""The speed-of-light bound of a problem's workloads on one part (``sol-execbench bound --json``)."""
+"""The speed-of-light bound of a problem's workloads: what a workload must compute and move (the
+derivation, no hardware), and that priced on one part (``sol-execbench bound --json``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,45 @@ from typing import Literal, Optional
 from .base import NonEmptyString, NonNegativeInt, SchemaModel
 
 
-class PricedFlops(SchemaModel):
-    """FLOPs of one kind and dtype, and the rate that prices them."""
+class CountedFlops(SchemaModel):
+    """FLOPs of one kind and dtype."""
 
     unit: Literal["matrix", "vector"]
     """``matrix``: matmul, convolution and attention FLOPs (tensor / matrix cores); ``vector``: the rest."""
     dtype: NonEmptyString
     """torch dtype name of the operands (matrix: the first input's; vector: the result's)."""
     flops: NonNegativeInt
+
+
+class WorkloadDerivation(SchemaModel):
+    """One workload's fewest bytes and FLOPs by kind and dtype, before any hardware prices them."""
+
+    uuid: NonEmptyString
+    axes: dict[str, int]
+    """Every axis value (constants and expressions resolved)."""
+    bytes_moved: NonNegativeInt
+    """Each input read once and each output written once (Python scalars are free)."""
+    flops: list[CountedFlops]
+    """Empty when the bound is bytes-only."""
+    total_flops: Optional[NonNegativeInt]
+    arithmetic_intensity: Optional[float]
+    """FLOPs per byte moved; null when bytes-only or nothing is moved."""
+    bytes_only_reason: Optional[str] = None
+    """Why the reference could not be counted (it ran into data it needs, e.g. ``.item()``)."""
+
+
+class ProblemDerivation(SchemaModel):
+    """``--solar-derivation DIR/<problem path>/derivation.json``: a problem's counts, per workload."""
+
+    problem: NonEmptyString
+    """The problem's path relative to the dataset root (the directory as given for one problem)."""
+    definition: NonEmptyString
+    workloads: list[WorkloadDerivation]
+
+
+class PricedFlops(CountedFlops):
+    """FLOPs of one kind and dtype, and the rate that prices them."""
+
     priced_as: NonEmptyString
     """The table rate used, e.g. ``matrix fp16`` (fp32 matmuls are priced as fp16, see docs/scoring.md)."""
     rate_flops_per_s: float

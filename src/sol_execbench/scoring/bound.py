@@ -16,11 +16,13 @@ from typing import Any, Callable
 
 from sol_execbench.platform.peaks import PartPeaks
 from sol_execbench.schema import DTYPES, Definition, Workload
-from sol_execbench.schema.bound import HardwarePeaks, PricedFlops, ProblemBound, WorkloadBound
+from sol_execbench.schema.bound import (CountedFlops, PricedFlops, ProblemBound, ProblemDerivation,
+                                        WorkloadBound, WorkloadDerivation)
 from sol_execbench.schema.dtypes import DType
 from sol_execbench.schema.loading import FormatError, load_definition, load_workloads
 
 from .counting import FlopCounts, count_flops
+from .hardware import hardware_model
 
 # torch dtype name -> the rate name of the peak table. fp32 matmuls are priced as fp16: a
 # solution may legally run them on tensor cores (TF32, or bf16/fp16 within the tolerance), and
@@ -81,15 +83,15 @@ def _meta_args(definition: Definition, workload: Workload, axes: dict[str, int])
     return args
 
 
-def _priced(counts: FlopCounts, peaks: PartPeaks) -> list[PricedFlops]:
-    priced = []
-    for unit, table, rate_of in (("matrix", counts.matrix, _matrix_rate), ("vector", counts.vector, _vector_rate)):
-        for dtype, flops in sorted(table.items(), key=lambda item: str(item[0])):
-            if flops:
-                label, rate = rate_of(peaks, _dtype_name(dtype))
-                priced.append(PricedFlops(unit=unit, dtype=_dtype_name(dtype), flops=flops, priced_as=label,
-                                          rate_flops_per_s=rate, time_s=flops / rate))
-    return priced
+def _counted(counts: FlopCounts) -> list[CountedFlops]:
+    return [CountedFlops(unit=unit, dtype=_dtype_name(dtype), flops=flops)
+            for unit, table in (("matrix", counts.matrix), ("vector", counts.vector))
+            for dtype, flops in sorted(table.items(), key=lambda item: str(item[0])) if flops]
+
+
+def _priced(counted: CountedFlops, peaks: PartPeaks) -> PricedFlops:
+    label, rate = (_matrix_rate if counted.unit == "matrix" else _vector_rate)(peaks, counted.dtype)
+    return PricedFlops(**counted.model_dump(), priced_as=label, rate_flops_per_s=rate, time_s=counted.flops / rate)
 
 
 def _reason(exc: BaseException) -> str:
@@ -97,27 +99,36 @@ def _reason(exc: BaseException) -> str:
     return f"the reference cannot run on meta tensors ({type(exc).__name__}: {first})"
 
 
-def _workload_bound(definition: Definition, workload: Workload, run: Callable[..., Any] | None,
-                    load_failure: str | None, peaks: PartPeaks) -> WorkloadBound:
+def _derive_workload(definition: Definition, workload: Workload, run: Callable[..., Any] | None,
+                     load_failure: str | None) -> WorkloadDerivation:
     axes = definition.resolve_axes(workload.axes)
     moved = bytes_moved(definition, axes)
-    memory_time = moved / peaks.memory_bandwidth
     reason = load_failure
-    priced: list[PricedFlops] = []
+    counted: list[CountedFlops] = []
     if run is not None:
         try:
-            priced = _priced(count_flops(run, _meta_args(definition, workload, axes)), peaks)
+            counted = _counted(count_flops(run, _meta_args(definition, workload, axes)))
         except Exception as exc:  # the reference is user code: any failure makes the bound bytes-only
             reason = _reason(exc)
     if reason is not None:
-        return WorkloadBound(uuid=workload.uuid, axes=axes, bytes_moved=moved, flops=[], total_flops=None,
-                             arithmetic_intensity=None, compute_time_s=None, memory_time_s=memory_time,
-                             t_sol_s=memory_time, bound_by="memory", bytes_only_reason=reason)
-    total = sum(p.flops for p in priced)
+        return WorkloadDerivation(uuid=workload.uuid, axes=axes, bytes_moved=moved, flops=[], total_flops=None,
+                                  arithmetic_intensity=None, bytes_only_reason=reason)
+    total = sum(c.flops for c in counted)
+    return WorkloadDerivation(uuid=workload.uuid, axes=axes, bytes_moved=moved, flops=counted, total_flops=total,
+                              arithmetic_intensity=total / moved if moved else None)
+
+
+def price_workload(derived: WorkloadDerivation, peaks: PartPeaks) -> WorkloadBound:
+    """T_SOL of a derivation on ``peaks``: max(compute time, memory time)."""
+    memory_time = derived.bytes_moved / peaks.memory_bandwidth
+    fields = derived.model_dump(exclude={"flops"})
+    if derived.bytes_only_reason is not None:
+        return WorkloadBound(**fields, flops=[], compute_time_s=None, memory_time_s=memory_time, t_sol_s=memory_time,
+                             bound_by="memory")
+    priced = [_priced(c, peaks) for c in derived.flops]
     compute_time = max(sum(p.time_s for p in priced if p.unit == unit) for unit in ("matrix", "vector"))
-    return WorkloadBound(uuid=workload.uuid, axes=axes, bytes_moved=moved, flops=priced, total_flops=total,
-                         arithmetic_intensity=total / moved if moved else None, compute_time_s=compute_time,
-                         memory_time_s=memory_time, t_sol_s=max(compute_time, memory_time),
+    return WorkloadBound(**fields, flops=priced, compute_time_s=compute_time, memory_time_s=memory_time,
+                         t_sol_s=max(compute_time, memory_time),
                          bound_by="compute" if compute_time > memory_time else "memory")
 
 
@@ -135,14 +146,9 @@ def _load_reference(definition: Definition, path: Path) -> tuple[Callable[..., A
     return module.run, None
 
 
-def hardware_model(peaks: PartPeaks, resolved_from: str) -> HardwarePeaks:
-    return HardwarePeaks(name=peaks.name, label=peaks.label, memory_bandwidth_bytes_per_s=peaks.memory_bandwidth,
-                         matrix_flops_per_s=dict(peaks.matrix), vector_flops_per_s=dict(peaks.vector),
-                         source=peaks.source, resolved_from=resolved_from, measured=list(peaks.measured))
-
-
-def bound_problem(problem_dir: Path, peaks: PartPeaks, resolved_from: str) -> ProblemBound:
-    """Bounds of every workload of the problem in ``problem_dir`` on the part ``peaks`` describes.
+def derive_problem(problem_dir: Path, problem: str | None = None) -> ProblemDerivation:
+    """Bytes and FLOPs of every workload of the problem in ``problem_dir`` (``problem``: its name in
+    the outputs, the directory as given by default).
 
     Raises BoundInputError for a directory without a readable definition.json and workload.jsonl."""
     definition_path, workload_path = problem_dir / "definition.json", problem_dir / "workload.jsonl"
@@ -155,11 +161,23 @@ def bound_problem(problem_dir: Path, peaks: PartPeaks, resolved_from: str) -> Pr
     except FormatError as exc:
         raise BoundInputError(str(exc)) from None
     run, load_failure = _load_reference(definition, definition_path)
-    bounds = []
+    derived = []
     for workload in workloads:
         try:
-            bounds.append(_workload_bound(definition, workload, run, load_failure, peaks))
+            derived.append(_derive_workload(definition, workload, run, load_failure))
         except ValueError as exc:  # an axis the workload does not give, an expression that fails
             raise BoundInputError(f"{workload_path}: workload '{workload.uuid}': {exc}; fix its axes") from None
-    return ProblemBound(problem=str(problem_dir), definition=definition.name, hardware=hardware_model(peaks, resolved_from),
-                        ceilings=peaks.ceilings, workloads=bounds)
+    return ProblemDerivation(problem=problem or str(problem_dir), definition=definition.name, workloads=derived)
+
+
+def price_problem(derivation: ProblemDerivation, peaks: PartPeaks, resolved_from: str) -> ProblemBound:
+    return ProblemBound(problem=derivation.problem, definition=derivation.definition,
+                        hardware=hardware_model(peaks, resolved_from), ceilings=peaks.ceilings,
+                        workloads=[price_workload(w, peaks) for w in derivation.workloads])
+
+
+def bound_problem(problem_dir: Path, peaks: PartPeaks, resolved_from: str) -> ProblemBound:
+    """Bounds of every workload of the problem in ``problem_dir`` on the part ``peaks`` describes.
+
+    Raises BoundInputError for a directory without a readable definition.json and workload.jsonl."""
+    return price_problem(derive_problem(problem_dir), peaks, resolved_from)
