@@ -170,6 +170,6 @@ def test_missing_blobs_with_precheck_fail_list_every_blob(tmp_path: Path, monkey
 
 
 def test_the_unknown_first_word_is_not_an_evaluation():
-    result = CliRunner().invoke(cli, ["bench", "--help"])
-    assert result.exit_code == 2 and "'bench' is not a command" in result.output
+    result = CliRunner().invoke(cli, ["bnech", "--help"])
+    assert result.exit_code == 2 and "'bnech' is not a command" in result.output
     assert "dataset" in result.output and "evaluate" in result.output and "Evaluate SOLUTION" not in result.output

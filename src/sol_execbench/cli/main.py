@@ -66,6 +66,7 @@ def _register() -> None:
     from sol_execbench.cli import docker_cmd  # noqa: F401
     from sol_execbench.cli import calibrate_cmd  # noqa: F401
     from sol_execbench.cli import report_cmd  # noqa: F401
+    from sol_execbench.cli import bench_cmd  # noqa: F401
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ class EvaluationSettings:
     keep_staging: bool
     env_hash: str | None
     on_log: Callable[[str], None] | None = None
+    use_warm_pool: bool = True
 
 
 @dataclass
@@ -118,7 +119,8 @@ def evaluate_problem_shards(loaded: LoadedProblem, device: str | None, settings:
     for shard in shards:
         traces = evaluate(loaded.definition, shard.workloads, loaded.solution, loaded.config, device=device,
                           timeout_s=shard.timeout_s, keep_staging=settings.keep_staging, env_hash=settings.env_hash,
-                          warnings=list(loaded.warnings), on_trace=on_trace, on_log=settings.on_log)
+                          warnings=list(loaded.warnings), on_trace=on_trace, on_log=settings.on_log,
+                          use_warm_pool=settings.use_warm_pool)
         for trace in traces:
             trace.workload = originals.get(trace.workload.uuid, trace.workload)
             by_uuid[trace.workload.uuid] = trace

@@ -17,7 +17,7 @@ from sol_execbench.schema.dataset_run import RunHashes
 from .blobs import BlobCheck, blob_roots, check_blobs
 from .discovery import DatasetProblem, DatasetUsageError
 from .records import read_run_record, replace_file, sha256_json
-from .solutions import REFERENCE_ORIGIN, reference_solution, wrapped_python_file
+from .solutions import REFERENCE_ORIGIN, GeneratedSolution, reference_solution, wrapped_python_file
 
 GENERATED_SOLUTION_FILE = "solution.json"
 
@@ -39,6 +39,7 @@ class LoadContext:
     fixed_hashes: dict[str, str | None]
     """The hashes shared by every problem (evaluator version, environment, manifest, subset, readiness)."""
     workload_filter: WorkloadFilter | None = None
+    generated_solution: GeneratedSolution | None = None
 
 
 @dataclass
@@ -75,7 +76,7 @@ def _format_error(exc: FormatError) -> DatasetUsageError:
 def _solution_path(problem: DatasetProblem, definition: Definition, ctx: LoadContext,
                    out_folder: Path) -> tuple[Path, str] | str:
     """The solution file to load and its origin, or why the problem is skipped. A generated
-    solution (the reference, a wrapped ``.py``) is written to the problem's output folder."""
+    solution (the reference, a wrapped ``.py``, the caller's) is written to the problem's output folder."""
     name = ctx.solution_name
     if name is not None:
         given = problem.folder / name
@@ -88,6 +89,8 @@ def _solution_path(problem: DatasetProblem, definition: Definition, ctx: LoadCon
         except (OSError, UnicodeDecodeError) as exc:
             raise DatasetUsageError(f"{given}: cannot be read as UTF-8 text ({exc})") from None
         solution, origin = wrapped_python_file(definition, given, code), name
+    elif ctx.generated_solution is not None:
+        solution, origin = ctx.generated_solution.make(definition), ctx.generated_solution.origin
     else:
         solution, origin = reference_solution(definition), REFERENCE_ORIGIN
     target = out_folder / GENERATED_SOLUTION_FILE

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .discovery import DatasetUsageError
+from .solutions import GeneratedSolution
 
 AUTO = "auto"
 PHASES = ("all", "traces", "derived", "timing")
@@ -71,6 +72,10 @@ class RunOptions:
     """Write each problem's bytes and FLOPs derivation below it."""
     hardware: str | None = None
     """The part whose datasheet peaks price T_SOL [default: the GPU the traces name]."""
+    generated_solution: GeneratedSolution | None = None
+    """Each problem's solution made from its definition (Python callers only; not with solution_name)."""
+    use_warm_pool: bool = True
+    """False: every evaluation in a fresh child (one that sees the variables this process set)."""
     timing_requested: tuple[str, ...] = field(default=())
     """The timing-evidence flags given (refused until that evidence exists)."""
 
@@ -123,6 +128,9 @@ def check_combination(options: RunOptions) -> None:
     for flag, value in (("--jobs", options.jobs), ("--prepare-jobs", options.prepare_jobs),
                         ("--gpu-jobs", options.gpu_jobs)):
         resolve_count(flag, value, 1)  # the form only; what auto means is known later
+    if options.solution_name is not None and options.generated_solution is not None:
+        raise DatasetUsageError(f"--solution-name {options.solution_name}: this run generates each problem's solution "
+                                f"({options.generated_solution.origin}); give one or the other")
     if options.solution_name is not None and Path(options.solution_name).suffix not in SOLUTION_SUFFIXES:
         raise DatasetUsageError(f"--solution-name {options.solution_name}: give a .json or .py file name (a solution "
                                 "JSON, or Python with a run function)")

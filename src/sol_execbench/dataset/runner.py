@@ -254,11 +254,12 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
         ctx = LoadContext(root, output, options.solution_name, options.config, options.config_overrides(),
                           options.max_workloads, options.blob_precheck,
                           {"evaluator_version": __version__, "environment": env_hash, **inputs.hashes},
-                          inputs.workload_filter)
+                          inputs.workload_filter, options.generated_solution)
         loaded = _load_all(selected, ctx, cpu_jobs("--jobs", options.jobs, len(selected), JOBS_CAP))
         _check_blobs([p for p in loaded if isinstance(p, LoadedProblem)], options.blob_precheck)
-        run = DatasetRun(options, inputs, EvaluationSettings(timeouts, options.workload_shard_size,
-                                                             options.keep_staging, env_hash), on_event)
+        settings = EvaluationSettings(timeouts, options.workload_shard_size, options.keep_staging, env_hash,
+                                      use_warm_pool=options.use_warm_pool)
+        run = DatasetRun(options, inputs, settings, on_event)
         to_run = run.settle(loaded)
         on_event(RunEvent("plan", plan=RunPlan(len(selected), len(to_run),
                                                sum(s.outcome == "reused" for s in run.summaries.values()),

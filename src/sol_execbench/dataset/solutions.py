@@ -4,12 +4,23 @@ solution (upstream's default), or a file named by ``--solution-name`` in the pro
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from sol_execbench.schema import Definition, Solution
 
 REFERENCE_ORIGIN = "reference"
 RUNNER_AUTHOR = "sol-execbench dataset run"
+
+
+@dataclass(frozen=True)
+class GeneratedSolution:
+    """A solution made from each problem's definition by the caller of a run (a bench's
+    ``torch.compile`` wrapper of the reference), recorded under ``origin``."""
+
+    origin: str
+    make: Callable[[Definition], Solution]
 
 
 def last_run_parameter(code: str) -> str | None:

@@ -16,6 +16,8 @@ from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConf
 from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
+from sol_execbench.schema.benches import (AllreduceSweep, BaselineFile, FastPReport, GemmSweep,
+                                          HardwareComparison)
 from sol_execbench.schema.bound import ProblemBound, ProblemDerivation
 from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight, DockerTargetManifest
 from sol_execbench.schema.calibration import Calibration
@@ -48,6 +50,11 @@ FORMATS = {
     "docker_preflight": DockerPreflight,
     "compatibility_entry": CompatibilityEntry,
     "compatibility_matrix": CompatibilityMatrix,
+    "bench_allreduce": AllreduceSweep,
+    "bench_gemm_sweep": GemmSweep,
+    "bench_baseline": BaselineFile,
+    "bench_fast_p": FastPReport,
+    "bench_hardware_comparison": HardwareComparison,
 }
 
 

@@ -1,0 +1,181 @@
+"""``bench allreduce``: the all-reduce sweep over message sizes, GPU counts and buffer kinds.
+
+Each GPU count is one group of processes, one per GPU (``torch.multiprocessing`` spawn, the
+equivalent of torchrun on one host), running ``allreduce_rank.run_rank``; on the CPU, gloo ranks.
+The command sets the variables that keep NVLink multicast (NVLS) off before the ranks start."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep, SkippedConfiguration
+
+from .allreduce_metrics import ELEMENT_BYTES, algbw_gbps, busbw_gbps, fits_by_configuration, message_sizes
+from .allreduce_rank import RankPlan, run_rank
+from .errors import BenchUsageError
+from .figures import missing_matplotlib
+from .topology import read_topology
+
+BUFFER_KINDS = ("regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl")
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+JSON_FILE, CSV_FILE = "allreduce.json", "summary.csv"
+TIME_RULE = ("per call: wall time of the timed calls between two device synchronisations, divided by their "
+             "number, after the warm-up calls (nccl-tests' method); the slowest rank's; algbw = S/t, "
+             "busbw = algbw * 2(n-1)/n")
+CSV_COLUMNS = ("ranks", "buffer_kind", "placement", "bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "checked",
+               "max_abs_error")
+
+
+@dataclass(frozen=True)
+class AllreduceOptions:
+    output: Path
+    min_bytes: int = 8
+    max_bytes: int = 1 << 30
+    factor: int = 2
+    rank_counts: tuple[int, ...] = ()
+    """Empty: 1, 2, 4, ... up to every GPU here (and the full count); on the CPU, 2."""
+    buffer_kinds: tuple[str, ...] = BUFFER_KINDS
+    warmup: int = 5
+    iterations: int = 20
+    cpu: bool = False
+    """gloo ranks on the CPU even where GPUs exist."""
+    timeout_s: float = 600.0
+    """For one GPU count's whole group of processes."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def default_rank_counts(gpus: int) -> tuple[int, ...]:
+    counts, n = [], 1
+    while n <= gpus:
+        counts.append(n)
+        n *= 2
+    if gpus and counts[-1] != gpus:
+        counts.append(gpus)
+    return tuple(counts)
+
+
+def run_ranks(plan: RankPlan) -> str | None:
+    """Start ``plan.ranks`` processes and wait for them; None, or why the group failed."""
+    import torch.multiprocessing as mp
+
+    context = mp.start_processes(run_rank, args=(plan,), nprocs=plan.ranks, join=False, start_method="spawn")
+    deadline = time.monotonic() + plan.timeout_s
+    try:
+        while not context.join(timeout=2.0):
+            if time.monotonic() > deadline:
+                return f"the {plan.ranks} rank processes did not finish within {plan.timeout_s:g} s"
+    except Exception as exc:  # noqa: BLE001 - a rank's exception arrives as ProcessRaisedException/ExitedException
+        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+        return f"a rank process failed: {lines[-1][:300] if lines else type(exc).__name__}"
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+    return None
+
+
+def _measurement(record: dict) -> AllreduceMeasurement:
+    seconds, size, ranks = record["seconds"], record["bytes"], record["ranks"]
+    return AllreduceMeasurement(ranks=ranks, buffer_kind=record["buffer_kind"], placement=record["placement"],
+                                bytes=size, count=record["count"], time_us=seconds * 1e6,
+                                algbw_gbps=algbw_gbps(size, seconds), busbw_gbps=busbw_gbps(size, seconds, ranks),
+                                checked=record["max_abs_error"] == 0.0, max_abs_error=record["max_abs_error"])
+
+
+def _platform() -> tuple[str, str, int]:
+    """(platform, device name, GPU count)."""
+    import torch
+
+    from sol_execbench.platform import current
+
+    device = current()
+    return device.vendor, device.name, (torch.cuda.device_count() if device.is_gpu else 0)
+
+
+def _check(options: AllreduceOptions) -> None:
+    unknown = [k for k in options.buffer_kinds if k not in BUFFER_KINDS]
+    if unknown:
+        raise BenchUsageError(f"--buffer-kind {unknown[0]}: not a buffer kind; give one of {', '.join(BUFFER_KINDS)}")
+    try:
+        message_sizes(options.min_bytes, options.max_bytes, options.factor)
+    except ValueError:
+        raise BenchUsageError(f"--min-bytes {options.min_bytes} --max-bytes {options.max_bytes} --factor "
+                              f"{options.factor}: give 1 <= min <= max and a factor of 2 or more") from None
+    if any(n < 1 for n in options.rank_counts):
+        raise BenchUsageError("--ranks: give whole numbers above 0")
+    if options.iterations < 1 or options.warmup < 0:
+        raise BenchUsageError("--iterations must be at least 1 and --warmup at least 0")
+
+
+def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
+    """Run the sweep, write ``allreduce.json``, ``summary.csv`` and the figures; return the sweep."""
+    import torch
+
+    _check(options)
+    os.environ.update(MULTICAST_OFF)  # before any rank starts: spawned ranks inherit it
+    platform, device_name, gpus = ("cpu", "CPU (gloo)", 0) if options.cpu else _platform()
+    on_gpu = platform != "cpu"
+    counts = options.rank_counts or (default_rank_counts(gpus) if on_gpu else (2,))
+    if on_gpu and max(counts) > gpus:
+        raise BenchUsageError(f"--ranks {max(counts)}: only {gpus} GPU(s) are visible here; give at most {gpus}")
+    sizes = tuple(message_sizes(options.min_bytes, options.max_bytes, options.factor))
+    records: list[dict] = []
+    skipped: list[SkippedConfiguration] = []
+    with tempfile.TemporaryDirectory(prefix="sol-execbench-allreduce-") as folder:
+        for ranks in counts:
+            result_path = Path(folder) / f"ranks{ranks}.jsonl"
+            plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=_free_port(),
+                            sizes=sizes, buffer_kinds=options.buffer_kinds, warmup=options.warmup,
+                            iterations=options.iterations, result_path=str(result_path), timeout_s=options.timeout_s)
+            failure = run_ranks(plan)
+            lines = result_path.read_text(encoding="utf-8").splitlines() if result_path.is_file() else []
+            got = [json.loads(line) for line in lines]
+            records.extend(r for r in got if not r.get("skipped"))
+            skipped.extend(SkippedConfiguration(ranks=r["ranks"], buffer_kind=r["buffer_kind"], reason=r["reason"])
+                           for r in got if r.get("skipped"))
+            if failure is not None:  # the sizes measured before it stay; the kinds not reached say why
+                reached = {r["buffer_kind"] for r in got}
+                skipped.extend(SkippedConfiguration(ranks=ranks, buffer_kind=k, reason=failure)
+                               for k in options.buffer_kinds if k not in reached)
+    measurements = [_measurement(r) for r in records]
+    sweep = AllreduceSweep(created_at=datetime.now(timezone.utc).isoformat(), backend="nccl" if on_gpu else "gloo",
+                           platform=platform, device_name=device_name, torch_version=torch.__version__,
+                           dtype=f"float32 ({ELEMENT_BYTES} bytes)", warmup=options.warmup,
+                           iterations=options.iterations, environment=dict(MULTICAST_OFF), time_rule=TIME_RULE,
+                           measurements=measurements, skipped=skipped, fits=fits_by_configuration(measurements),
+                           topology=read_topology(platform))
+    write_outputs(sweep, options.output, figures=missing_matplotlib() is None)
+    return sweep
+
+
+def write_summary_csv(sweep: AllreduceSweep, path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        for m in sweep.measurements:
+            writer.writerow([getattr(m, c) if not isinstance(getattr(m, c), float) else f"{getattr(m, c):.6g}"
+                             for c in CSV_COLUMNS])
+
+
+def write_outputs(sweep: AllreduceSweep, output: Path, figures: bool = True) -> list[Path]:
+    """The JSON, the CSV and (``figures``) every figure with its CSV; returns the files written."""
+    from .allreduce_figures import render_allreduce
+
+    output.mkdir(parents=True, exist_ok=True)
+    (output / JSON_FILE).write_text(sweep.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_summary_csv(sweep, output / CSV_FILE)
+    return [output / JSON_FILE, output / CSV_FILE, *(render_allreduce(sweep, output) if figures else [])]

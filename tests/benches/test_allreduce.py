@@ -1,0 +1,154 @@
+"""bench allreduce: nccl-tests' bandwidths by hand, the alpha-beta fit, the topology parser, the sweep
+with two gloo processes on the CPU, re-rendering a committed result, bad flags."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sol_execbench.benches.allreduce_metrics import algbw_gbps, busbw_gbps, fit_alpha_beta, message_sizes
+from sol_execbench.benches.topology import parse_matrix
+from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
+
+DATA = Path(__file__).parent / "data"
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run([sys.executable, "-c", "from sol_execbench.cli.main import main; main()", *args],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_bandwidths_as_nccl_tests_define_them():
+    # 1e9 bytes in 10 ms: algbw 100 GB/s; busbw = algbw * 2(n-1)/n
+    assert algbw_gbps(10**9, 0.01) == pytest.approx(100.0)
+    assert busbw_gbps(10**9, 0.01, 1) == 0.0
+    assert busbw_gbps(10**9, 0.01, 2) == pytest.approx(100.0)
+    assert busbw_gbps(10**9, 0.01, 4) == pytest.approx(150.0)
+    assert busbw_gbps(10**9, 0.01, 8) == pytest.approx(175.0)
+
+
+def test_message_sizes_are_whole_float32_counts():
+    assert message_sizes(8, 1 << 10, 4) == [8, 32, 128, 512]
+    assert message_sizes(1, 16, 2) == [4, 8, 16]  # 1 and 2 bytes round up to one element
+    with pytest.raises(ValueError):
+        message_sizes(16, 8, 2)
+
+
+def _point(size: int, time_us: float) -> AllreduceMeasurement:
+    return AllreduceMeasurement(ranks=2, buffer_kind="regular", placement="in_place", bytes=size, count=size // 4,
+                                time_us=time_us, algbw_gbps=0, busbw_gbps=0, checked=True, max_abs_error=0)
+
+
+def test_alpha_beta_fit_recovers_a_known_line():
+    # t = 5 us + S / (2 GB/s): 2 GB/s is 2000 bytes per us
+    sizes = [2**k for k in range(3, 28, 3)]
+    fit = fit_alpha_beta([_point(s, 5.0 + s / 2000.0) for s in sizes])
+    assert fit.alpha_us == pytest.approx(5.0, rel=1e-6)
+    assert fit.beta_gbps == pytest.approx(2.0, rel=1e-6)
+    assert fit.max_relative_error < 1e-9
+    # a point 10% off the line shows up in its own error
+    off = fit_alpha_beta([_point(s, (5.0 + s / 2000.0) * (1.1 if s == sizes[4] else 1.0)) for s in sizes])
+    worst = max(off.points, key=lambda p: abs(p.relative_error))
+    assert worst.bytes == sizes[4] and worst.relative_error < 0
+
+
+NVIDIA_SMI_TOPO = """\
+\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tSYS\tSYS\t0-47\t0\t\tN/A
+GPU1\tNV18\t X \tPXB\tSYS\t0-47\t0\t\tN/A
+GPU2\tSYS\tPXB\t X \tNODE\t48-95\t1\t\tN/A
+NIC0\tSYS\tSYS\tNODE\t X
+
+Legend:
+  X    = Self
+"""
+
+ROCM_SMI_TOPO = """\
+============================ ROCm System Management Interface ============================
+================================ Link Type between two GPUs ================================
+       GPU0         GPU1
+GPU0   0            XGMI
+GPU1   XGMI         0
+================================== End of ROCm SMI Log ===================================
+"""
+
+
+def test_topology_tables_parse():
+    devices, links = parse_matrix(NVIDIA_SMI_TOPO)
+    assert devices == ["GPU0", "GPU1", "GPU2"]
+    assert links == [["X", "NV18", "SYS"], ["NV18", "X", "PXB"], ["SYS", "PXB", "X"]]
+    devices, links = parse_matrix(ROCM_SMI_TOPO)
+    assert devices == ["GPU0", "GPU1"] and links == [["0", "XGMI"], ["XGMI", "0"]]
+    assert parse_matrix("no table here") == ([], [])
+
+
+def test_gloo_sweep_with_two_processes(tmp_path):
+    out = tmp_path / "ar"
+    result = cli("bench", "allreduce", "--cpu", "--ranks", "2", "--min-bytes", "8", "--max-bytes", "4096",
+                 "--factor", "8", "--warmup", "1", "--iterations", "3", "--buffer-kind", "regular",
+                 "--buffer-kind", "symm_mem_one_shot", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    sweep = AllreduceSweep.model_validate_json((out / "allreduce.json").read_text())
+    assert sweep.backend == "gloo" and sweep.environment["NCCL_NVLS_ENABLE"] == "0"
+    sizes = [8, 64, 512, 4096]
+    for placement in ("in_place", "out_of_place"):
+        got = [m for m in sweep.measurements if m.placement == placement]
+        assert [m.bytes for m in got] == sizes
+        for m in got:
+            assert m.checked and m.max_abs_error == 0.0 and m.ranks == 2 and m.count == m.bytes // 4
+            # by hand: S / t in GB/s, and with two ranks 2(n-1)/n = 1
+            assert m.algbw_gbps == pytest.approx(m.bytes / (m.time_us * 1e-6) / 1e9)
+            assert m.busbw_gbps == pytest.approx(m.algbw_gbps)
+    assert [(s.buffer_kind, "GPUs" in s.reason) for s in sweep.skipped] == [("symm_mem_one_shot", True)]
+    assert {(f.placement, len(f.points)) for f in sweep.fits} == {("in_place", 4), ("out_of_place", 4)}
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(rows) == 8 and {r["checked"] for r in rows} == {"True"}
+    for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "buffer_kinds.csv", "model_fit.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_reuse_renders_a_committed_result(tmp_path):
+    out = tmp_path / "ar"
+    out.mkdir()
+    (out / "allreduce.json").write_bytes((DATA / "allreduce.json").read_bytes())
+    result = cli("bench", "allreduce", "--reuse", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "model_fit.png", "summary.csv"):
+        assert (out / name).stat().st_size > 0, name
+    # the JSON is written back unchanged in content
+    assert json.loads((out / "allreduce.json").read_text())["measurements"] == \
+        json.loads((DATA / "allreduce.json").read_text())["measurements"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--buffer-kind", "shiny"), ["--buffer-kind shiny", "regular"]),
+    (("--min-bytes", "64", "--max-bytes", "8"), ["--min-bytes 64", "--max-bytes 8"]),
+    (("--reuse",), ["--reuse", "allreduce.json"]),
+])
+def test_bad_flags_exit_2_with_one_line(tmp_path, args, words):
+    result = cli("bench", "allreduce", "--cpu", "-o", str(tmp_path / "none"), *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), result.stderr
+
+
+def test_reuse_of_a_malformed_file_names_the_field(tmp_path):
+    (tmp_path / "allreduce.json").write_text(json.dumps({"backend": "nccl"}))
+    result = cli("bench", "allreduce", "--reuse", "-o", str(tmp_path))
+    assert result.returncode == 2
+    assert "allreduce.json" in result.stderr and "field" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_alpha_beta_fit_never_goes_negative():
+    # times that fall with size (noise at tiny sizes): no negative bandwidth, the latency alone
+    fit = fit_alpha_beta([_point(8, 30.0), _point(64, 20.0), _point(512, 10.0)])
+    assert fit.alpha_us > 0 and fit.beta_gbps is None
+    assert {p.model_us for p in fit.points} == {fit.alpha_us}

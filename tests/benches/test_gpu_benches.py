@@ -1,0 +1,33 @@
+"""The benches on a GPU (skipped without one): all-reduce with one GPU through NCCL/RCCL, a GEMM point
+of each variant through the evaluator, one compiled baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from sol_execbench.schema.benches import AllreduceSweep, GemmSweep
+
+from .test_allreduce import cli
+
+pytestmark = pytest.mark.gpu
+
+
+def test_allreduce_on_one_gpu(tmp_path):
+    result = cli("bench", "allreduce", "--ranks", "1", "--max-bytes", str(1 << 20), "--factor", "16",
+                 "--iterations", "5", "--warmup", "2", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    sweep = AllreduceSweep.model_validate_json((tmp_path / "allreduce.json").read_text())
+    assert sweep.backend == "nccl"
+    regular = [m for m in sweep.measurements if m.buffer_kind == "regular"]
+    assert len(regular) == 2 * 5 and all(m.checked and m.busbw_gbps == 0.0 for m in regular)
+    kinds = {m.buffer_kind for m in sweep.measurements} | {s.buffer_kind for s in sweep.skipped}
+    assert kinds == {"regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl"}
+
+
+def test_gemm_variants_pass_on_the_gpu(tmp_path):
+    result = cli("bench", "gemm", "--shape", "1024x1024x1024", "--dtype", "bf16", "--iterations", "5",
+                 "-o", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    sweep = GemmSweep.model_validate_json((tmp_path / "gemm_sweep.json").read_text())
+    assert [(p.variant, p.status) for p in sweep.points] == [("torch", "PASSED"), ("triton", "PASSED")]
+    assert all(p.tflops > 0 and p.timing_method in ("device", "events") for p in sweep.points)
