@@ -70,10 +70,19 @@ SECONDS = click.FLOAT
 @click.option("--isolation", type=click.Choice(["strict", "auto", "off"]), default="auto", show_default=True,
               help="Sandbox of the evaluation and build children: strict refuses to run without one (exit 2), "
                    "auto uses the best this host offers, off runs unsandboxed.")
+@click.option("--profile", type=click.Choice(["none", "torch", "ncu", "rocprofv3", "auto"]), default="none",
+              show_default=True, help="After the evaluation, re-run the solution's calls under this profiler and write "
+                                      "<stem>.profile.<tool>.json beside -o (auto: ncu then torch on NVIDIA, rocprofv3 "
+                                      "then torch on ROCm, torch on the CPU). Not SOL_EXECBENCH_CHILD_PROFILE's cProfile.")
+@click.option("--profile-calls", default=20, show_default=True, type=click.IntRange(min=1, max=10000),
+              help="Solution calls per workload under --profile.")
+@click.option("--static-evidence", type=click.Choice(["none", "auto"]), default="none", show_default=True,
+              help="auto: write <stem>.static-evidence.json: registers, shared/LDS memory, local memory and stack per "
+                   "kernel (cuobjdump, AMDGPU metadata notes, Triton's compiled-kernel metadata).")
 @click.option("-v", "--verbose", is_flag=True, help="Show the child's output and staging details.")
 def evaluate_command(problem_dir, definition, workload, solution, config_path, compile_timeout, timeout, output,
                      as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache, no_warm_pool,
-                     verbose, sanitize, isolation) -> None:
+                     verbose, sanitize, isolation, profile, profile_calls, static_evidence) -> None:
     """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
     from sol_execbench.evaluate.parent.process import protect_from_children
@@ -142,7 +151,21 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         print_traces(traces, f"{problem.definition.name} / {problem.solution.name}", out)
     if output:
         err.print(f"traces written to {output}", highlight=False)
+    _diagnostics(problem, options, traces, profile, profile_calls, static_evidence, err)
     sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
+
+
+def _diagnostics(problem, options, traces, profile: str, profile_calls: int, static_evidence: str, err: Console) -> None:
+    """--profile and --static-evidence: sidecars after the traces; they never change the exit code."""
+    from sol_execbench.profiling import Diagnostics, run_diagnostics
+
+    wanted = Diagnostics(profile, profile_calls, static_evidence)
+    if not wanted.wanted:
+        return
+    options.on_trace = None  # the profiling children's traces are not the evaluation's
+    for line in run_diagnostics(problem.definition, problem.workloads, problem.solution, problem.config, options,
+                                traces, wanted):
+        err.print(line, highlight=False, markup=False)
 
 
 def _check_isolation(isolation: str, err: Console):

@@ -163,9 +163,13 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   warnings=list(job.get("warnings", [])) + clock_notes + ([quiet_warning] if quiet_warning else []), watch=watch,
                   clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)))
     _phase("solution loaded")
+    task = job.get("task")  # a profiling task (--profile, --static-evidence) instead of the evaluation
+    if task:
+        from .profile_calls import profile_workload
     for workload in workloads:
         channel.send("start", uuid=workload.uuid)
-        trace = confinement_of_run.judged(evaluate_workload(ctx, workload), confinement)
+        outcome = profile_workload(ctx, workload, task, channel) if task else evaluate_workload(ctx, workload)
+        trace = confinement_of_run.judged(outcome, confinement)
         channel.send("trace", trace=trace.model_dump(mode="json"))
         _phase(f"workload {workload.uuid} done")
     channel.send("done")

@@ -59,6 +59,13 @@ class EvalOptions:
     use_warm_pool: bool = True  # take a pre-started child from `sol-execbench worker start` when one fits
     sanitize: bool = False  # also run one call per workload under a memory checker (--sanitize)
     isolation: IsolationMode = IsolationMode.AUTO  # the children's sandbox (--isolation, docs/security.md)
+    # The launcher hook: a command prefix for the evaluation child (a profiler: ncu, rocprofv3) and
+    # extra variables of its environment. Either one bypasses the warm pool (a warm child was
+    # started without them).
+    child_prefix: list[str] = field(default_factory=list)
+    child_env: dict[str, str] = field(default_factory=dict)
+    child_task: dict[str, Any] | None = None  # the child's task instead of evaluating (docs/profiling.md)
+    on_message: Callable[[dict[str, Any]], None] | None = None  # every verified channel message of the child
     warnings: list[str] = field(default_factory=list)  # carried into every trace
     on_trace: Callable[[Trace], None] | None = None
     on_log: Callable[[str], None] | None = None  # -v: the child's output after each run
@@ -175,6 +182,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
         "output_path": str(opts.output_path.resolve()) if opts.output_path else None,
+        "task": opts.child_task,
     }
     if opts.sanitize:
         state.sanitizer = run_sanitizer(job, workloads, staging, opts.device, opts.timeout_s)
@@ -244,14 +252,17 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
             elif msg.get("type") == "trace":
                 in_progress.clear()
                 _stream_trace(state, by_uuid, msg, forged)
+            if opts.on_message is not None and not forged:
+                opts.on_message(msg)
 
         start_sizes = logs.sizes()
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
                         memory_limit_bytes=opts.memory_limit_bytes, on_message=on_message,
-                        env_extra={} if opts.keep_staging else {STAGING_CLEANUP_ENV: str(staging)},
-                        warm_device=opts.device, use_warm=opts.use_warm_pool, forged=forged,
-                        wrapper=_sandbox_wrapper(state, staging))
+                        env_extra={**({} if opts.keep_staging else {STAGING_CLEANUP_ENV: str(staging)}),
+                                   **opts.child_env},
+                        warm_device=opts.device, use_warm=opts.use_warm_pool and not opts.child_env, forged=forged,
+                        wrapper=[*opts.child_prefix, *(_sandbox_wrapper(state, staging) or [])] or None)
         runs.append(run)
         if opts.on_log:
             opts.on_log(logs.text_since(start_sizes))
@@ -406,7 +417,7 @@ def no_trace_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"sol-execbench-{os.getuid()}" / "no-trace"
 
 
-def _private_dir(path: Path) -> bool:
+def private_dir(path: Path) -> bool:
     """Create ``path`` (mode 0700) and its per-user parent; True only when both are real
     directories of ours, so another user of a shared /tmp cannot have planted them or a link."""
     try:
@@ -427,7 +438,7 @@ def _write_in_temp(solution_name: str, text: str) -> Path | None:
     folder = no_trace_dir()
     stem = f"{safe_file_stem(solution_name)}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     try:
-        if _private_dir(folder):
+        if private_dir(folder):
             # O_EXCL: a second evaluation of this solution in the same second and process gets its own file.
             for attempt in range(100):
                 target = folder / (f"{stem}.json" if attempt == 0 else f"{stem}-{attempt}.json")

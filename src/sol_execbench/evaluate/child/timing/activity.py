@@ -283,3 +283,21 @@ def unmatched_description(unmatched: list[Activity]) -> str:
     shown = ", ".join(f"{n} x{c}" for n, c in names.most_common(5))
     return (f"{len(unmatched)} device operation(s) ran with no launch record from the profiled thread (launched "
             f"by another thread, possibly outside the timed calls): {shown}")
+
+
+def host_ops_per_call(records: list[Activity], call_count: int, call_prefix: str, setup_name: str) -> list[list[Activity]]:
+    """Per timed call, the outermost CPU ops that ran inside its range (the CPU device's "kernels":
+    ``--profile torch`` on the CPU). An op inside another op of the same thread is part of it."""
+    windows, _ = _windows(records, call_prefix, setup_name)
+    starts = [w.start_ns for w in windows]
+    per_call: list[list[Activity]] = [[] for _ in range(call_count)]
+    open_until: dict[int, int] = {}  # thread -> end of the outermost op seen last
+    for r in sorted((r for r in records if r.kind == "cpu_op"), key=lambda r: (r.start_ns, -r.end_ns)):
+        window = _window_at(windows, starts, r.start_ns)
+        if window is None or window.call is None or not 0 <= window.call < call_count:
+            continue
+        if r.start_ns < open_until.get(r.thread, -1):
+            continue
+        open_until[r.thread] = r.end_ns
+        per_call[window.call].append(r)
+    return per_call

@@ -115,6 +115,13 @@ def _session(activities: set[Any], vendor: str) -> Iterator[_Session]:
                                 suspicious=True)
 
 
+def recording(device: Any) -> tuple[Any, Any]:
+    """(a context manager recording device activity and user ranges as the device pass does,
+    ``record_function``) for ``--profile torch``: the session's ``recording.events`` after the block."""
+    activities, record_function = _profiler()
+    return _session(activities, device.vendor), record_function
+
+
 PRIMING_CALLS = 3
 _primed: set[str] = set()  # devices whose first profiler session of this process has run (mutated, never rebound)
 
