@@ -15,6 +15,11 @@ import pytest
 from .problems import LIGHT_CONFIG
 
 DATA = Path(__file__).parent / "data"
+
+# Evaluation children run in their staging folder: a relative PYTHONPATH (PYTHONPATH=src) would have
+# them import whichever sol_execbench is installed instead of the checkout under test.
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p)
 CONFORMANCE = DATA / "conformance"
 
 

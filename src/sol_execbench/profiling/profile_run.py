@@ -161,6 +161,8 @@ def workload_profiles(tool: str, outcome: ChildOutcome,
         for uuid, _ in ran:
             per_workload[uuid] = [KernelLaunch(str(name), float(ns)) for call in outcome.messages[uuid].get("per_call", [])
                                   for name, ns in call]
+    elif tool in ("ncu", "rocprofv3") and not outcome.messages:
+        error = _child_failure(outcome)  # the profiler did not run the program (or it died before any call)
     elif tool in ("ncu", "rocprofv3"):
         launches, stats, error = _external_launches(tool, outcome.output_dir)
         if error is None:

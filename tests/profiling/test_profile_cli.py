@@ -1,0 +1,119 @@
+"""``--profile`` and ``--static-evidence`` end to end on the CPU: the sidecars, and a profiler that
+is missing, fails or records nothing, with the evaluation's exit code and traces unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sol_execbench.cli.main import _register, cli
+from sol_execbench.schema.profiling import ProfileSidecar, StaticEvidenceSidecar
+
+_register()
+ROOT = Path(__file__).resolve().parents[2]
+RMSNORM = ROOT / "examples" / "rmsnorm"
+BASE = [str(RMSNORM), "--solution", str(RMSNORM / "solution_pytorch.json"), "--config", str(ROOT / "examples" / "cpu_config.json"),
+        "--device", "cpu", "--only", "rmsnorm-small", "--no-warm-pool", "--profile-calls", "3"]
+
+# Stands in for ncu: skips ncu's options, writes only a banner to --log-file, runs the program.
+FAKE_NCU_NO_KERNELS = """#!/bin/sh
+log=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log-file) log="$2"; shift 2;;
+    --csv|--nvtx) shift;;
+    --*) shift 2;;
+    *) break;;
+  esac
+done
+echo "==PROF== Disconnected: no kernels were profiled" > "$log"
+exec "$@"
+"""
+FAKE_NCU_FAILING = "#!/bin/sh\necho '==ERROR== the fake ncu refuses to run' >&2\nexit 1\n"
+
+
+def _tool(folder: Path, name: str, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _evaluate(tmp_path: Path, *extra: str):
+    out = tmp_path / "out" / "traces.jsonl"
+    result = CliRunner().invoke(cli, [*BASE, "-o", str(out), *extra], catch_exceptions=False)
+    return result, out
+
+
+def _traces(out: Path) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_profile_torch_on_the_cpu_and_static_evidence(tmp_path, cpu_timing):
+    result, out = _evaluate(tmp_path, "--profile", "torch", "--static-evidence", "auto")
+    assert result.exit_code == 0, result.output
+    sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.torch.json").read_text())
+    assert sidecar.tool == "torch" and sidecar.attempts[0].ok and sidecar.calls_per_workload == 3
+    [workload] = sidecar.workloads
+    assert workload.uuid == "rmsnorm-small" and workload.calls == 3 and workload.kernels
+    assert workload.trace_latency_ms == pytest.approx(_traces(out)[0]["evaluation"]["performance"]["latency_ms"])
+    assert all(k.name.startswith("aten::") and k.median_us > 0 for k in workload.kernels)
+    assert workload.kernel_us_per_call == pytest.approx(sum(k.per_call_us for k in workload.kernels))
+    assert {k.name for k in sidecar.kernels} == {k.name for k in workload.kernels}
+    assert "SOL_EXECBENCH_CHILD_PROFILE" in sidecar.note
+    evidence = StaticEvidenceSidecar.model_validate_json((out.parent / "traces.static-evidence.json").read_text())
+    assert evidence.kernels == [] and "pytorch" in evidence.errors[0]
+    assert "profile written to" in result.output and "static evidence written to" in result.output
+
+
+def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path, cpu_timing, monkeypatch):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    result, out = _evaluate(tmp_path / "missing", "--profile", "ncu")
+    assert result.exit_code == 0 and [t["evaluation"]["status"] for t in _traces(out)] == ["PASSED"]
+    sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
+    assert sidecar.tool is None and not sidecar.attempts[0].ok and "ncu not found" in sidecar.attempts[0].error
+
+    _tool(tools, "ncu", FAKE_NCU_FAILING)
+    result, out = _evaluate(tmp_path / "failing", "--profile", "ncu")
+    assert result.exit_code == 0 and [t["evaluation"]["status"] for t in _traces(out)] == ["PASSED"]
+    sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
+    assert not sidecar.attempts[0].ok and "the fake ncu refuses to run" in sidecar.attempts[0].error
+    assert "nothing recorded" in result.output
+
+
+def test_ncu_recording_no_kernels_then_auto_falls_back_to_torch(tmp_path, cpu_timing, monkeypatch):
+    tools = tmp_path / "bin"
+    _tool(tools, "ncu", FAKE_NCU_NO_KERNELS)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    result, out = _evaluate(tmp_path, "--profile", "ncu")
+    assert result.exit_code == 0
+    sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
+    assert sidecar.attempts[0].command[0] == str(tools / "ncu")
+    assert "ncu recorded no kernels" in sidecar.attempts[0].error and "no kernels were profiled" in sidecar.attempts[0].error
+
+
+def test_profile_without_output_goes_to_the_per_user_folder(tmp_path, cpu_timing, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = CliRunner().invoke(cli, [*BASE, "--profile", "torch", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0
+    written = [line for line in result.output.splitlines() if line.startswith("profile written to")]
+    path = Path(written[0].split(" to ", 1)[1].split(" (")[0])
+    assert path.parent == tmp_path / f"sol-execbench-{os.getuid()}" / "profiles" and path.name.endswith(".profile.torch.json")
+    assert ProfileSidecar.model_validate_json(path.read_text()).tool == "torch"
+
+
+def test_profile_calls_must_be_positive(tmp_path):
+    result = CliRunner().invoke(cli, [*BASE, "--profile", "torch", "--profile-calls", "0"])
+    assert result.exit_code == 2 and "--profile-calls" in result.output
+    result = CliRunner().invoke(cli, [*BASE, "--profile", "nsys"])
+    assert result.exit_code == 2 and "--profile" in result.output
