@@ -54,14 +54,59 @@ class ManyValuesOption(click.Option):
             option.process = take_many
 
 
+def timing_evidence_options(command):  # noqa: ANN001, ANN201 - a click command
+    """The profiler-closure flags (seed 000's timing batch and coverage scripts), shared with ``dataset run``."""
+    for option in reversed([
+        click.option("--only-problem", multiple=True, metavar="PROBLEM", help="Profile only this problem (repeatable)."),
+        click.option("--skip-problem", multiple=True, metavar="PROBLEM", help="Do not profile this problem (repeatable)."),
+        click.option("--skip-problem-file", type=PATH, help="Text file of problems not to profile, one a line."),
+        click.option("--mark-blocked-problem", multiple=True, metavar="PROBLEM[=REASON]",
+                     help="Write blocked evidence for this problem instead of profiling it (repeatable)."),
+        click.option("--workload-limit", type=click.IntRange(min=1), help="Profile at most this many workloads per problem."),
+        click.option("--workload-offset", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Start the workload slice here."),
+        click.option("--workload-sharded", is_flag=True, help="One profiler run per workload (else one per problem)."),
+        click.option("--expected-problem-denominator", type=click.IntRange(min=1),
+                     help="The problem count coverage is judged against [default: the problems found]."),
+        click.option("--require-profiler-complete", is_flag=True,
+                     help="Exit 1 unless every denominator problem has full profiler-backed timing."),
+        click.option("--target-status", multiple=True, type=click.Choice(["full", "partial", "none", "blocked", "missing"]),
+                     help="Only profile problems whose evidence currently has this coverage (repeatable)."),
+        click.option("--profiler", "timing_tool", type=click.Choice(["auto", "ncu", "rocprofv3"]), default="auto",
+                     show_default=True, help="auto: ncu on NVIDIA, rocprofv3 on ROCm."),
+        click.option("--profile-calls", "timing_calls", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+                     help="Profiled calls per workload."),
+    ]):
+        command = option(command)
+    return command
+
+
+def build_options(root: Path, output: Path, evidence_dir: Path | None, **kw):  # noqa: ANN003, ANN201
+    from sol_execbench.dataset.timing_evidence import TimingEvidenceOptions, parse_blocked
+
+    version = kw.pop("timing_tool_version", None)
+    arch = kw.pop("gpu_architecture", None)
+    return TimingEvidenceOptions(
+        root=root, output=output, evidence_dir=evidence_dir, categories=kw.get("categories", ()), limit=kw.get("limit"),
+        solution_name=kw.get("solution_name"), tool=kw["timing_tool"], calls=kw["timing_calls"],
+        tool_version=None if version in (None, "rocprofv3") else version,
+        gpu_architecture=None if arch in (None, "unknown") else arch, timeout_s=kw.get("timeout", 300.0),
+        device=kw.get("device"), only_problems=tuple(kw["only_problem"]), skip_problems=tuple(kw["skip_problem"]),
+        skip_problem_file=kw["skip_problem_file"], blocked=parse_blocked(tuple(kw["mark_blocked_problem"])),
+        workload_limit=kw["workload_limit"], workload_offset=kw["workload_offset"],
+        workload_sharded=kw["workload_sharded"], expected_problem_denominator=kw["expected_problem_denominator"],
+        require_profiler_complete=kw["require_profiler_complete"], target_statuses=tuple(kw["target_status"]),
+        keep_staging=kw.get("keep_staging", False))
+
+
 @dataset_group.command("run")
 @click.argument("root", type=PATH)
 @click.option("--category", cls=ManyValuesOption, multiple=True, metavar="NAME...",
               help="Only problems below these category folders (--category L1 L2, repeatable, or comma-separated).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many problems.")
 @click.option("--phase", type=click.Choice(["all", "traces", "derived", "timing"]), default="all", show_default=True,
-              help="traces: evaluate; derived: write the derived outputs from the traces in --output; all: both; "
-                   "timing: not available yet.")
+              help="traces: evaluate; derived: write the derived outputs from the traces in --output; all: both (and "
+                   "timing evidence with --timing-evidence-dir); timing: the timing evidence of the traces in --output.")
 @click.option("--jobs", default="1", show_default=True, metavar="N|auto", help="CPU workers for loading and checking the problems.")
 @click.option("--execution-mode", type=click.Choice(["serial", "pipeline"]), default="serial", show_default=True,
               help="pipeline: build the next problems' native solutions while one evaluates.")
@@ -102,14 +147,20 @@ class ManyValuesOption(click.Option):
               help="Write each problem's bytes and FLOPs derivation to DIR/<problem>/derivation.json.")
 @click.option("--hardware", metavar="NAME",
               help="Part whose datasheet peaks price T_SOL in the score report [default: the GPU the traces name].")
-@click.option("--timing-evidence-dir", type=PATH, help="ROCm timing evidence (not available yet).")
-@click.option("--timing-tool-version", default="rocprofv3", show_default=True, help="For timing evidence (not available yet).")
-@click.option("--gpu-architecture", default="unknown", show_default=True, help="For timing evidence (not available yet).")
+@click.option("--timing-evidence-dir", type=PATH,
+              help="Write per-problem timing evidence (profiler kernel time per workload) and coverage here "
+                   "[--phase timing default: OUTPUT/timing_evidence].")
+@click.option("--timing-tool-version", default="rocprofv3", show_default=True,
+              help="Tool version recorded in the timing evidence [default value: the profiler's own --version].")
+@click.option("--gpu-architecture", default="unknown", show_default=True,
+              help="GPU architecture recorded in the timing evidence [default value: the traces' device arch].")
+@timing_evidence_options
 def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs, gpu_jobs, timeout, timeout_policy,
                 timeout_overrides, blob_precheck, log_order, output, max_workloads, workload_shard_size, iterations,
                 warmup_runs, lock_clocks, rerun, keep_staging, verbose, ready_subset, readiness, execution_closure,
                 dataset_manifest, config_path, solution_name, device, amd_score_report, scoring_baseline,
-                amd_sol_bound_dir, solar_derivation, hardware, timing_evidence_dir, timing_tool_version, gpu_architecture) -> None:
+                amd_sol_bound_dir, solar_derivation, hardware, timing_evidence_dir, timing_tool_version, gpu_architecture,
+                **closure) -> None:
     """Evaluate every problem below ROOT (a problem folder, or a root of category folders).
 
     Each problem's traces go to OUTPUT/<problem path>/traces.jsonl with its run.json, and the run's
@@ -130,5 +181,10 @@ def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs
                          execution_closure=execution_closure, dataset_manifest=dataset_manifest, config=config_path,
                          solution_name=solution_name, device=device, amd_score_report=amd_score_report,
                          scoring_baseline=scoring_baseline, amd_sol_bound_dir=amd_sol_bound_dir,
-                         solar_derivation=solar_derivation, hardware=hardware, timing_requested=timing)
+                         solar_derivation=solar_derivation, hardware=hardware, timing_requested=timing,
+                         timing_evidence=build_options(root, output, timing_evidence_dir, categories=_categories(category),
+                                                       limit=limit, solution_name=solution_name, timeout=timeout,
+                                                       device=device, keep_staging=keep_staging,
+                                                       timing_tool_version=timing_tool_version,
+                                                       gpu_architecture=gpu_architecture, **closure))
     sys.exit(run_and_render(options))

@@ -200,4 +200,9 @@ def run_and_render(options: RunOptions) -> int:
         out.print(f"summary written to {result.summary_path}", highlight=False)
     if result.derived is not None:
         render_derived(result.derived, out)
+    if result.timing is not None:
+        s = result.timing.summary
+        out.print(f"timing evidence in {result.timing.folder}: {s.full} full, {s.partial} partial, {s.none} none of "
+                  f"{s.problems} problem(s) (denominator {s.denominator}, complete: {'yes' if s.complete else 'no'})",
+                  highlight=False)
     return result.exit_code

@@ -62,6 +62,7 @@ def _register() -> None:
     from sol_execbench.cli import worker_cmd  # noqa: F401
     from sol_execbench.cli import dataset_cmd  # noqa: F401
     from sol_execbench.cli import dataset_migrate_cmd  # noqa: F401
+    from sol_execbench.cli import dataset_timing_cmd  # noqa: F401
     from sol_execbench.cli import bound_cmd  # noqa: F401
     from sol_execbench.cli import docker_cmd  # noqa: F401
     from sol_execbench.cli import calibrate_cmd  # noqa: F401

@@ -24,10 +24,7 @@ JOBS_CAP = 32
 CLOSURE_FILE = "execution_closure.json"
 SOLUTION_SUFFIXES = (".json", ".py")
 
-# Timing evidence comes with the profiling work; until then asking for it is an error, never
-# silently nothing.
 TIMING_FLAGS = ("--timing-evidence-dir", "--timing-tool-version", "--gpu-architecture")
-NOT_AVAILABLE = "not available yet (it comes with the profiling work)"
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,10 @@ class RunOptions:
     use_warm_pool: bool = True
     """False: every evaluation in a fresh child (one that sees the variables this process set)."""
     timing_requested: tuple[str, ...] = field(default=())
-    """The timing-evidence flags given (refused until that evidence exists)."""
+    """The timing-evidence flags given (with --phase all or timing only)."""
+    timing_evidence: object | None = None
+    """``timing_evidence.TimingEvidenceOptions``: what --phase timing (and --phase all with
+    --timing-evidence-dir) collects after the traces."""
 
     @property
     def derived_requested(self) -> tuple[str, ...]:
@@ -112,11 +112,13 @@ class RunOptions:
 
 def check_combination(options: RunOptions) -> None:
     """Flags that cannot go together, or ask for what does not exist yet: one line naming them."""
-    if options.timing_requested:
-        raise DatasetUsageError(f"{options.timing_requested[0]}: timing evidence is {NOT_AVAILABLE}; run without it")
-    if options.phase == "timing":
-        raise DatasetUsageError(f"--phase timing: the timing phase is {NOT_AVAILABLE}; use --phase traces, derived "
-                                "or all")
+    if options.timing_requested and options.phase not in ("all", "timing"):
+        raise DatasetUsageError(f"{options.timing_requested[0]} goes with --phase all (evaluate, then profile) or "
+                                f"--phase timing (profile what an earlier run evaluated), not --phase {options.phase}")
+    if options.phase == "timing" and options.timing_evidence is None:
+        raise DatasetUsageError("--phase timing: no timing-evidence options were given (the command line always gives them)")
+    if options.phase == "timing" and options.pipeline:
+        raise DatasetUsageError("--phase timing profiles serially: drop --execution-mode pipeline")
     _check_derived(options)
     if options.pipeline:
         if options.phase not in PIPELINE_PHASES:

@@ -36,6 +36,7 @@ from .reuse import Reused, earlier_results
 from .scheduler import RunControl, Scheduler
 from .shards import load_timeout_plan
 from .summary import all_passed, category_summaries, problem_summary, speedups
+from .timing_evidence import collect_timing_evidence
 
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".dataset-run.lock"
@@ -60,6 +61,8 @@ class RunResult:
     exit_code: int
     closure_path: Path | None = None
     derived: DerivedOutputs | None = None
+    timing: object | None = None
+    """``timing_evidence.TimingEvidenceResult`` when timing evidence was collected."""
 
 
 def _ignore(_event: RunEvent) -> None:
@@ -245,6 +248,9 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
     every, selected = _problems(options, root, output)
     if options.phase == "derived":
         return _derive_only(options, root, output, selected)
+    if options.phase == "timing":
+        timing = collect_timing_evidence(options.timing_evidence)
+        return RunResult(None, None, timing.exit_code, timing=timing)
     timeouts = load_timeout_plan(options.timeout_s, options.timeout_overrides)
     timeouts.check_problems([p.key for p in every])
     slots = evaluation_slots(options.device, options.gpu_jobs)
@@ -277,7 +283,13 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
             outcomes = {k: (s.outcome, run.statuses.get(k, {})) for k, s in run.summaries.items()}
             write_closure(closure_path, build_closure(inputs, root, selected, outcomes))
         derived = derive_outputs(options, root, output, selected) if run.control.stopped is None else None
-    return RunResult(summary, output / SUMMARY_FILE, _exit_code(summary, run.control.stopped), closure_path, derived)
+    timing = None
+    if options.timing_evidence is not None and "--timing-evidence-dir" in options.timing_requested \
+            and run.control.stopped is None:
+        timing = collect_timing_evidence(options.timing_evidence)
+    code = _exit_code(summary, run.control.stopped)
+    return RunResult(summary, output / SUMMARY_FILE, max(code, timing.exit_code) if timing else code, closure_path,
+                     derived, timing)
 
 
 def _derive_only(options: RunOptions, root: Path, output: Path, selected: list[DatasetProblem]) -> RunResult:

@@ -216,7 +216,8 @@ class ProblemTimingEvidence(SchemaModel):
     """Path relative to the dataset root."""
     definition: NonEmptyString
     solution: Optional[str] = None
-    tool: Literal["ncu", "rocprofv3"]
+    tool: Optional[Literal["ncu", "rocprofv3"]] = None
+    """The profiler (None: none applies on this host, e.g. the CPU)."""
     tool_version: str
     gpu_architecture: str
     workloads: list[WorkloadTimingEvidence] = Field(default_factory=list)
