@@ -136,12 +136,14 @@ def test_contract_json(run):
                                    "ready_subset", "readiness", "execution_closure", "docker_target_manifest",
                                    "docker_preflight", "compatibility_entry", "compatibility_matrix", "solar_derivation",
                                    "score_report", "scoring_baseline", "baseline_comparison", "bench_allreduce",
-                                   "bench_gemm_sweep", "bench_baseline", "bench_fast_p", "bench_hardware_comparison"}
+                                   "bench_gemm_sweep", "bench_baseline", "bench_fast_p", "bench_hardware_comparison",
+                                   "profile", "static_evidence", "timing_evidence", "timing_evidence_workload",
+                                   "timing_coverage", "timing_coverage_summary"}
     # objects with named fields, or a mapping of names to objects (a baseline file: level -> problem -> entry)
     assert all("properties" in schema or "additionalProperties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}
     assert {"env", "env probe", "env diff", "contract", "doctor", "toolchain", "dataset run", "docker preflight", "docker run",
-            "docker compat", "bench allreduce"} <= names
+            "docker compat", "bench allreduce", "dataset timing-evidence"} <= names
     toolchain = next(c for c in doc["cli_commands"] if c["name"] == "toolchain")
     assert "--list-registry" in {flag for p in toolchain["params"] for flag in p["flags"]}
     (baseline,) = doc["console_scripts"]

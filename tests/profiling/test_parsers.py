@@ -16,7 +16,6 @@ from sol_execbench.profiling.static_evidence import (amdgpu_code_objects, amd_re
 from sol_execbench.schema.profiling import KernelLaunch, summarize_kernels
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiling"
-H100_CSV = DATA / "ncu_h100_raw.csv"
 HEAD = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"\n'
 
 
@@ -77,14 +76,20 @@ def test_ncu_command_has_the_fixed_settings(tmp_path):
             ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma", "hadd", "hmul", "hfma")} <= set(metrics)
 
 
-@pytest.mark.skipif(not H100_CSV.exists(), reason="the recorded H100 ncu CSV is not in tests/data/profiling yet")
-def test_real_h100_ncu_csv_parses():
-    launches = ncu.parse_ncu_launches(H100_CSV.read_text(errors="replace"))
-    assert launches and all(k.name for k in launches)
-    timed = [k.as_launch() for k in launches if k.time_ms() is not None]
-    assert timed and all(k.duration_ns > 0 for k in timed)
-    rows = summarize_kernels(timed, calls=None)
-    assert sum(r.calls for r in rows) == len(timed)
+@pytest.mark.parametrize("page", ["details", "raw"])
+def test_real_h100_ncu_csv(page):
+    """Recorded on an H100 under --profile ncu's options and metrics: an add, a bf16 matmul and a
+    Triton kernel, three calls each, after two random-input kernels."""
+    launches = ncu.parse_ncu_launches((DATA / f"ncu_h100_{page}.csv").read_text(errors="replace"))
+    assert len(launches) == 11
+    rows = {r.name: r for r in summarize_kernels([k.as_launch() for k in launches[2:]], calls=3)}
+    triton = rows["scale_kernel"]
+    assert triton.calls == 3 and triton.registers_per_thread == 18 and triton.grid == [1024, 1, 1]
+    assert triton.block == [128, 1, 1] and 4 < triton.median_us < 6 and triton.flops == 3 * 1048576
+    assert triton.dram_bytes_read == pytest.approx(3 * 4197376, rel=0.01) and 500 < triton.achieved_bandwidth_gbps < 3350
+    gemm = next(r for name, r in rows.items() if name.startswith("nvjet_sm90"))
+    # Tensor-core instructions are not among the SASS FADD/FMUL/FFMA counters: the GEMM counts none.
+    assert gemm.grid == [2, 64, 1] and gemm.registers_per_thread == 168 and gemm.flops == 0
 
 
 def test_rocprofv3_kernel_trace_and_stats():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,16 @@ def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path
     sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
     assert sidecar.tool is None and not sidecar.attempts[0].ok and "ncu not found" in sidecar.attempts[0].error
 
+    # Without -o the sidecar goes to the per-user temp folder, and the message names it.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = CliRunner().invoke(cli, [*BASE, "--profile", "ncu", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0
+    written = next(line for line in result.output.splitlines() if line.startswith("profile written to"))
+    path = Path(written.split(" to ", 1)[1].split(" (")[0])
+    assert path.parent == tmp_path / f"sol-execbench-{os.getuid()}" / "profiles" and path.name.endswith(".profile.ncu.json")
+    assert "ncu not found" in ProfileSidecar.model_validate_json(path.read_text()).attempts[0].error
+
     _tool(tools, "ncu", FAKE_NCU_FAILING)
     result, out = _evaluate(tmp_path / "failing", "--profile", "ncu")
     assert result.exit_code == 0 and [t["evaluation"]["status"] for t in _traces(out)] == ["PASSED"]
@@ -97,19 +108,6 @@ def test_ncu_recording_no_kernels_then_auto_falls_back_to_torch(tmp_path, cpu_ti
     sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
     assert sidecar.attempts[0].command[0] == str(tools / "ncu")
     assert "ncu recorded no kernels" in sidecar.attempts[0].error and "no kernels were profiled" in sidecar.attempts[0].error
-
-
-def test_profile_without_output_goes_to_the_per_user_folder(tmp_path, cpu_timing, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    result = CliRunner().invoke(cli, [*BASE, "--profile", "torch", "--json"], catch_exceptions=False)
-    assert result.exit_code == 0
-    written = [line for line in result.output.splitlines() if line.startswith("profile written to")]
-    path = Path(written[0].split(" to ", 1)[1].split(" (")[0])
-    assert path.parent == tmp_path / f"sol-execbench-{os.getuid()}" / "profiles" and path.name.endswith(".profile.torch.json")
-    assert ProfileSidecar.model_validate_json(path.read_text()).tool == "torch"
 
 
 def test_profile_calls_must_be_positive(tmp_path):

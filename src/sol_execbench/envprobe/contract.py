@@ -23,6 +23,8 @@ from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMat
 from sol_execbench.schema.calibration import Calibration
 from sol_execbench.schema.comparison import BaselineComparison
 from sol_execbench.schema.scores import ScoreReport, ScoringBaseline
+from sol_execbench.schema.profiling import (ProblemTimingEvidence, ProfileSidecar, StaticEvidenceSidecar, TimingCoverage,
+                                            TimingCoverageSummary, WorkloadTimingEvidence)
 
 from .snapshot import BLOCK_ORDER, SCHEMA_VERSION, TOOL_NAME, empty_snapshot
 
@@ -55,6 +57,12 @@ FORMATS = {
     "bench_baseline": BaselineFile,
     "bench_fast_p": FastPReport,
     "bench_hardware_comparison": HardwareComparison,
+    "profile": ProfileSidecar,
+    "static_evidence": StaticEvidenceSidecar,
+    "timing_evidence": ProblemTimingEvidence,
+    "timing_evidence_workload": WorkloadTimingEvidence,
+    "timing_coverage": TimingCoverage,
+    "timing_coverage_summary": TimingCoverageSummary,
 }
 
 

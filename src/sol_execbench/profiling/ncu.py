@@ -102,27 +102,61 @@ def _shape(text: str | None) -> tuple[int, ...] | None:
     return parts or None
 
 
+def _number(text: str | None) -> float | None:
+    try:
+        return float((text or "").replace(",", ""))
+    except ValueError:
+        return None
+
+
 def parse_ncu_launches(text: str) -> list[NcuLaunch]:
-    """Every profiled launch of ``ncu --csv`` output, in launch order."""
+    """Every profiled launch of ``ncu --csv`` output, in launch order: the default ``details`` page
+    (a row per launch and metric) or ``--page raw`` (a row per launch, a column per metric, its
+    units in the second row)."""
     start = text.find('"ID"')
     if start < 0:
         return []
+    rows = list(csv.reader(io.StringIO(text[start:])))
+    if not rows:
+        return []
+    header = rows[0]
+    launches = _details(header, rows[1:]) if "Metric Name" in header else _raw(header, rows[1:])
+    return sorted(launches, key=lambda k: int(k.id) if k.id.isdigit() else 0)
+
+
+def _launch(row: dict[str, str]) -> NcuLaunch:
+    return NcuLaunch(row.get("ID", ""), (row.get("Kernel Name") or "").strip(), _shape(row.get("Grid Size")),
+                     _shape(row.get("Block Size")))
+
+
+def _details(header: list[str], rows: list[list[str]]) -> list[NcuLaunch]:
     launches: dict[str, NcuLaunch] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
+    for values in rows:
+        row = dict(zip(header, values))
         launch_id = row.get("ID") or ""
         if not launch_id or launch_id == "ID":
             continue
-        launch = launches.get(launch_id)
-        if launch is None:
-            launch = launches[launch_id] = NcuLaunch(launch_id, (row.get("Kernel Name") or "").strip(),
-                                                     _shape(row.get("Grid Size")), _shape(row.get("Block Size")))
-        value = (row.get("Metric Value") or "").replace(",", "")
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        launch.metrics[row.get("Metric Name", "")] = (number, (row.get("Metric Unit") or "").strip())
-    return sorted(launches.values(), key=lambda k: int(k.id) if k.id.isdigit() else 0)
+        launch = launches.setdefault(launch_id, _launch(row))
+        number = _number(row.get("Metric Value"))
+        if number is not None:
+            launch.metrics[row.get("Metric Name", "")] = (number, (row.get("Metric Unit") or "").strip())
+    return list(launches.values())
+
+
+def _raw(header: list[str], rows: list[list[str]]) -> list[NcuLaunch]:
+    units = rows[0] if rows and not (rows[0][0] if rows[0] else "") else [""] * len(header)
+    launches = []
+    for values in rows:
+        row = dict(zip(header, values))
+        if not row.get("ID"):
+            continue  # the units row
+        launch = _launch(row)
+        for name, unit, value in zip(header, units, values):
+            number = _number(value) if "__" in name else None
+            if number is not None:
+                launch.metrics[name] = (number, unit.strip())
+        launches.append(launch)
+    return launches
 
 
 def parse_ncu_csv(text: str, calls: int) -> float | None:
