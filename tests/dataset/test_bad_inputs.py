@@ -112,12 +112,12 @@ def test_a_malformed_config(suite: Path, tmp_path: Path):
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--phase", "timing"], ["--phase timing", "not available yet"]),
-    (["--timing-evidence-dir", "t"], ["--timing-evidence-dir", "not available yet"]),
+    (["--phase", "timing", "--execution-mode", "pipeline"], ["--phase timing", "pipeline"]),
+    (["--phase", "traces", "--timing-evidence-dir", "t"], ["--timing-evidence-dir", "--phase all", "--phase timing"]),
     (["--amd-score-report", "r.json"], ["--amd-score-report", "--device cpu", "--hardware"]),
     (["--amd-score-report", "r.json", "--hardware", "Radeon 7900"], ["--hardware", "known parts"]),
-    (["--gpu-architecture", "gfx942"], ["--gpu-architecture", "not available yet"]),
-    (["--timing-tool-version", "rocprofv3.1"], ["--timing-tool-version", "not available yet"]),
+    (["--phase", "traces", "--gpu-architecture", "gfx942"], ["--gpu-architecture", "--phase traces"]),
+    (["--phase", "traces", "--timing-tool-version", "rocprofv3.1"], ["--timing-tool-version", "--phase traces"]),
     (["--execution-mode", "pipeline", "--ready-subset", "s.json"], ["pipeline", "--ready-subset"]),
     (["--execution-mode", "pipeline", "--execution-closure", "c.json"], ["pipeline", "--execution-closure"]),
     (["--readiness", "r.json"], ["--readiness", "--ready-subset"]),
