@@ -46,6 +46,8 @@ def test_problem_dir_and_definition_together_is_refused(problem: Path):
     ({"timeout_s": "10"}, TypeError, "must be a number of seconds"),
     ({"memory_limit_bytes": 0}, ValueError, "give 'none' for no limit"),
     ({"device": "gpu0"}, ValueError, "'gpu0' is not a device"),
+    ({"child_prefix": "ncu --csv"}, TypeError, "child_prefix must be a list of non-empty strings"),
+    ({"child_env": {"X": 1}}, TypeError, "child_env must map variable names to string values"),
 ])
 def test_api_refuses_with_the_cli_words(options, error, words):
     with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):

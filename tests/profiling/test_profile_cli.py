@@ -115,3 +115,18 @@ def test_profile_calls_must_be_positive(tmp_path):
     assert result.exit_code == 2 and "--profile-calls" in result.output
     result = CliRunner().invoke(cli, [*BASE, "--profile", "nsys"])
     assert result.exit_code == 2 and "--profile" in result.output
+
+
+def test_launcher_hook_prefix_and_environment_reach_the_child(tmp_path, cpu_timing):
+    """The evaluator's own option: a prefix (here a script that records its arguments and a variable
+    of the child's environment, then runs the command) and extra environment, one path for every child."""
+    from sol_execbench import evaluate
+
+    record = tmp_path / "record.txt"
+    _tool(tmp_path, "wrap", f'#!/bin/sh\necho "$HOOK_MARK $#" >> "{record}"\nexec "$@"\n')
+    small = json.loads((RMSNORM / "workload.jsonl").read_text().splitlines()[0])
+    traces = evaluate(RMSNORM / "definition.json", [small], RMSNORM / "solution_pytorch.json",
+                      ROOT / "examples" / "cpu_config.json", device="cpu", child_prefix=[str(tmp_path / "wrap")],
+                      child_env={"HOOK_MARK": "seen"}, isolation="off")
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"] * len(traces)
+    assert record.read_text().startswith("seen ")

@@ -43,6 +43,15 @@ def check_device(value: Any) -> str | None:
     return value
 
 
+def check_launcher(prefix: Any, env: Any) -> None:
+    """The launcher hook: a command prefix (a list of strings) and extra environment (str -> str)."""
+    if not isinstance(prefix, (list, tuple)) or not all(isinstance(p, str) and p for p in prefix):
+        raise TypeError(f"child_prefix must be a list of non-empty strings (a command prefix such as ['ncu', ...]), "
+                        f"not {prefix!r}")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in env.items()):
+        raise TypeError(f"child_env must map variable names to string values, not {env!r}")
+
+
 def check_options(options: dict[str, Any]) -> None:
     """The EvalOptions fields an API caller gives, checked as the CLI checks its flags."""
     if "timeout_s" in options:
@@ -53,3 +62,5 @@ def check_options(options: dict[str, Any]) -> None:
         check_memory_limit(options["memory_limit_bytes"])
     if "device" in options:
         check_device(options["device"])
+    if "child_prefix" in options or "child_env" in options:
+        check_launcher(options.get("child_prefix", []), options.get("child_env", {}))
