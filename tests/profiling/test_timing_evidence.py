@@ -118,13 +118,15 @@ def test_timing_evidence_ties_latency_to_kernel_time_sharded_and_resumable(datas
     assert b.coverage == "full" and "2 full, 0 partial, 0 none" in result.output
 
 
-def test_no_profiler_on_the_cpu_is_no_coverage_with_the_reason(dataset, cpu_timing):
+def test_phase_all_collects_evidence_after_the_traces_and_no_profiler_on_the_cpu_says_why(dataset, tmp_path, cpu_timing):
     root, out, config = dataset
-    invoke("dataset", "run", str(root), "-o", str(out), "--device", "cpu", "--config", str(config), "--limit", "1")
-    result = invoke("dataset", "timing-evidence", str(root), "-o", str(out), "--device", "cpu", "--only-problem", "L1/a",
-                    "--workload-limit", "1", "--workload-offset", "1")
+    evidence_dir = tmp_path / "evidence"
+    result = invoke("dataset", "run", str(root), "-o", str(out), "--device", "cpu", "--config", str(config), "--limit", "1",
+                    "--timing-evidence-dir", str(evidence_dir), "--only-problem", "L1/a", "--workload-limit", "1",
+                    "--workload-offset", "1")
     assert result.exit_code == 0, result.output
-    a = ProblemTimingEvidence.model_validate_json((out / "timing_evidence/L1/a/timing_evidence.json").read_text())
+    assert (out / "L1/a/traces.jsonl").is_file() and "timing evidence in" in result.output
+    a = ProblemTimingEvidence.model_validate_json((evidence_dir / "L1/a/timing_evidence.json").read_text())
     assert a.coverage == "none" and a.workloads_expected == 1 and a.workloads[0].uuid == "w1-16"
     assert "needs ncu (NVIDIA) or rocprofv3 (ROCm)" in a.reason and a.tool is None
 
