@@ -169,3 +169,21 @@ def test_triton_metadata_entries():
     [k] = triton_resources([{"name": "rms_kernel", "n_regs": 40, "n_spills": 2, "shared": 4096, "num_warps": 4,
                              "num_stages": 3, "target": "GPUTarget(backend='cuda', arch=90, warp_size=32)"}])
     assert (k.source, k.registers, k.spills, k.shared_bytes, k.details["num_warps"]) == ("triton", 40, 2, 4096, 4)
+
+
+def test_rocprofv3_output_folder_becomes_workload_rows(tmp_path):
+    """The rocprofv3 files as its -d/-o options lay them out (below a host/pid folder here), read into
+    per-workload rows and the process-wide stats."""
+    from sol_execbench.profiling.profile_run import ChildOutcome, workload_profiles
+    from sol_execbench.schema import Workload
+
+    folder = tmp_path / "rocprofv3" / "host" / "4242"
+    folder.mkdir(parents=True)
+    for suffix in ("kernel_trace", "kernel_stats"):
+        (folder / f"profile_{suffix}.csv").write_text((DATA / f"rocprofv3_{suffix}.csv").read_text())
+    workloads = [Workload(uuid=u, axes={}, inputs={}) for u in ("w0", "w1")]
+    outcome = ChildOutcome({"w0": {"uuid": "w0", "calls": 1}, "w1": {"uuid": "w1", "calls": 1}}, [], tmp_path)
+    rows, stats, error, every = workload_profiles("rocprofv3", outcome, workloads)
+    assert error is None and [r.kernel_us_per_call for r in rows] == [20.0, 22.0]
+    assert rows[0].kernels[0].registers_per_thread == 32 and len(every) == 2
+    assert len(stats) == 4 and next(s for s in stats if s.name.startswith("rmsnorm_kernel")).calls == 2

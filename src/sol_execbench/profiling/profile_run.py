@@ -203,7 +203,8 @@ def profile_solution(definition: Definition, workloads: list[Workload], solution
             if not base.keep_staging:
                 shutil.rmtree(staging, ignore_errors=True)
         sidecar.attempts.append(ProfilerAttempt(tool=tool, ok=error is None, error=error, command=prefix,
-                                                version=tool_version(prefix)))
+                                                version=tool_version(prefix),
+                                                staging=str(staging) if base.keep_staging else None))
         for row in rows:
             row.trace_latency_ms = latency.get(row.uuid)
         sidecar.workloads, sidecar.process_kernels = rows, stats  # a later tool's rows replace a failed one's

@@ -113,6 +113,8 @@ class ProfilerAttempt(SchemaModel):
     command: list[str] = Field(default_factory=list)
     """The profiler's command prefix."""
     version: Optional[str] = None
+    staging: Optional[str] = None
+    """Its staging folder (the profiler's raw output), when kept by --keep-staging."""
 
 
 class WorkloadProfile(SchemaModel):
