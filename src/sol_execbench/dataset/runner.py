@@ -31,7 +31,9 @@ from .closure import build_closure, write_closure
 from .inputs import RunInputs, read_run_inputs
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
 from .options import JOBS_CAP, PREPARE_JOBS_CAP, RunOptions, check_combination, cpu_jobs
-from .records import commit_problem, partial_traces, replace_file, sha256_bytes, traces_bytes
+from sol_execbench.files import replace_file
+
+from .records import commit_problem, partial_traces, sha256_bytes, traces_bytes
 from .reuse import Reused, earlier_results
 from .scheduler import RunControl, Scheduler
 from .shards import load_timeout_plan
