@@ -1,7 +1,8 @@
 """``--executor ray`` on the CPU: a small suite run by the local executor and by Ray gives the same
 files, records and summary; either run's finished problems are reused by the other; a run attached
 to a started Ray head (``--ray-address``) evaluates what is missing there. Ray's start-up is the cost,
-so one test item makes the runs and checks each point with a helper of its own. The bad-input paths
+so one test item makes the runs and checks each point with a helper of its own; SIGTERM to a run
+attached to the head ends the evaluation its task was running. The bad-input paths
 (no Ray, no head at the address, flags that do not go with Ray) need no Ray instance."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sol_execbench.dataset.ray_executor import RAY_EXTRA
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.trace_files import read_traces
 
-from ..problems import poll_until, run_processes
+from ..problems import poll_until, process_alive, run_processes
 from .conftest import CONFORMANCE, add_problem, build_suite, dataset_command, light_config, run_env
 
 SUITE = {"L1/linear_backward": CONFORMANCE / "samples" / "linear_backward",
@@ -161,12 +162,44 @@ def _reruns_reuse_the_other_executors_results(runs: Runs, folder: Path) -> None:
         assert head.wait_until_up()
         attached = _run(folder / "attached", runs.root, runs.local_out, runs.config, "--executor", "ray",
                         "--ray-address", head.address)
+        stopped = _sigterm_while_a_task_hangs(folder / "stopped", head.address, runs.config)
     finally:
         head.stop()
     assert attached.returncode == 0, attached.stderr + attached.stdout
     assert "1 to evaluate, 2 reused" in attached.stdout and f"Ray ({head.address})" in attached.stdout
     record = RunRecord.model_validate_json((runs.local_out / "L1/add" / "run.json").read_text())
     assert record.all_passed and record.device.endswith(" cpu")
+    assert not stopped.hung_alive, f"the hung evaluation (pid {stopped.hung_pid}) outlived the stopped run"
+    assert stopped.result.returncode == 143 and "stopped by SIGTERM" in stopped.result.stderr, stopped.result.stderr
+    assert "Traceback" not in stopped.result.stderr, stopped.result.stderr
+    summary = DatasetSummary.model_validate_json((stopped.out / "summary.json").read_text())
+    assert summary.stopped and not (stopped.out / "L1/hangs" / "run.json").exists()
+
+
+@dataclass
+class Stopped:
+    out: Path
+    result: subprocess.CompletedProcess
+    hung_pid: int
+    hung_alive: bool  # 15 s after the run ended
+
+
+def _sigterm_while_a_task_hangs(folder: Path, address: str, config: Path) -> Stopped:
+    """A run on the head whose one problem hangs in its evaluation, stopped by SIGTERM: it ends the
+    task's evaluation on the worker (a process of the Ray head, not of the run)."""
+    pid_file = folder / "hung.pid"
+    reference = (f"import os, time\n\ndef run(a, b):\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                 "    time.sleep(300)\n    return a + b\n")
+    root = add_problem(folder / "suite", "L1/hangs", reference=reference).parent.parent
+    out = folder / "out"
+    run = subprocess.Popen(dataset_command(root, out, config, "--executor", "ray", "--ray-address", address),
+                           env=_env(folder / "run"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert poll_until(lambda: pid_file.exists() and pid_file.read_text(), 120), run.communicate(timeout=30)
+    hung = int(pid_file.read_text())
+    run.send_signal(signal.SIGTERM)
+    stdout, stderr = run.communicate(timeout=60)
+    alive = not poll_until(lambda: not process_alive(hung), 15.0)
+    return Stopped(out, subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr), hung, alive)
 
 
 def test_ray_runs_like_the_local_executor_and_resumes_either(tmp_path: Path):

@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import socket
+import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
@@ -38,6 +40,7 @@ CPU_DEVICE = "cpu"
 RAY_SLOT = "ray"  # where a problem started: the node and device come back with its result
 _CONNECT_TIMEOUT_S = 5.0
 _WAIT_POLL_S = 0.2  # the head wakes this often, so that a signal's handler runs promptly
+_INTERRUPT_GRACE_S = 10.0  # an interrupted evaluation ends its child and removes its staging in well under this
 _ENV_PREFIX = "SOL_EXECBENCH_"  # the evaluator's variables travel with the tasks
 
 
@@ -94,6 +97,7 @@ def ray_cluster(address: str | None, device: str | None) -> Iterator[RayCluster]
     if address is not None:
         _check_reachable(address)
     env_vars = {name: value for name, value in os.environ.items() if name.startswith(_ENV_PREFIX)}
+    handlers = _signal_handlers()
     try:
         ray.init(address=address or "local", include_dashboard=False, log_to_driver=True, configure_logging=False,
                  runtime_env={"env_vars": env_vars} if env_vars else None)
@@ -101,6 +105,8 @@ def ray_cluster(address: str | None, device: str | None) -> Iterator[RayCluster]
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatasetUsageError(f"--ray-address {address or '(local instance)'}: Ray could not start or attach "
                                 f"({reason}); check the address and that `ray status` works there") from None
+    finally:
+        _restore(handlers)  # Ray's own SIGTERM handler would end the run without its cleanup
     try:
         cpu_run = device == CPU_DEVICE
         resource = "CPU" if cpu_run else "GPU"
@@ -111,6 +117,18 @@ def ray_cluster(address: str | None, device: str | None) -> Iterator[RayCluster]
         yield RayCluster(address, cpu_run, count)
     finally:
         ray.shutdown()
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for number, handler in handlers.items():
+        if handler is not None:
+            signal.signal(number, handler)
 
 
 class _Discarded:
@@ -125,10 +143,13 @@ def evaluate_on_worker(loaded: LoadedProblem, cpu_run: bool, settings: Evaluatio
     """One problem on the node and device Ray gave the task (its only visible GPU in a GPU run)."""
     import ray
 
+    from sol_execbench.evaluate.parent.process import protect_from_children
+
     if __version__ != head_version:
         raise WorkerMismatch(f"this node runs sol-execbench {__version__}, the head {head_version}: install the "
                              "same version on every node")
     device = CPU_DEVICE if cpu_run else None
+    protect_from_children()  # as the head does: the worker's files are not the solutions' to read
     result = evaluate_problem_shards(loaded, device, settings, _Discarded())
     context = ray.get_runtime_context()
     gpus = context.get_accelerator_ids().get("GPU") or []
@@ -168,16 +189,40 @@ def run_on_ray(run: "DatasetRun", problems: list[LoadedProblem], cluster: RayClu
                     run.dropped(loaded.problem.key)
                     continue
                 run.finish(dataclasses.replace(result, loaded=loaded))
-    except BaseException:
-        run.control.stop("interrupted", interrupt=True)
-        for ref in in_flight:  # the workers' evaluation children die with them (parent-death signal)
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        raise
+    except BaseException as exc:
+        signalled = _signalled(exc)
+        run.control.stop(f"interrupted ({type(signalled).__name__})", interrupt=True)
+        _cancel(ray, list(in_flight))
+        raise signalled from None
     for loaded in pending:
         run.dropped(loaded.problem.key)
     if errors:
         raise DatasetUsageError(run.control.stopped or _first_line(errors[0]))
+
+
+def _cancel(ray: Any, refs: list[Any], grace_s: float = _INTERRUPT_GRACE_S) -> None:
+    """Interrupt the tasks in progress, whose evaluations then clean up as an interrupted local one
+    does (child ended, staging removed); a task still running after ``grace_s`` is killed with its
+    worker (its evaluation children die with it: parent-death signal)."""
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=False)
+    with contextlib.suppress(Exception):
+        _, refs = ray.wait(refs, num_returns=len(refs), timeout=grace_s)
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+
+
+def _signalled(exc: BaseException) -> BaseException:
+    """The signal's exception (a BaseException that is no Exception: the run's stop, Ctrl-C) where
+    Ray's wait wrapped it in a SystemError; else ``exc``."""
+    seen = exc
+    while seen is not None:
+        if not isinstance(seen, Exception):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
 
 
 def _first_line(exc: BaseException) -> str:
