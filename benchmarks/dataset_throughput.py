@@ -126,8 +126,8 @@ class ModeResult:
 # ---------------------------------------------------------------------------------------- suite
 
 
-def _definition(name: str, axes: list[str], inputs: dict, outputs: dict, reference: str) -> dict[str, Any]:
-    return {"name": name, "op_type": "throughput", "axes": {a: {"type": "var"} for a in axes},
+def _definition(name: str, op_type: str, axes: list[str], inputs: dict, outputs: dict, reference: str) -> dict[str, Any]:
+    return {"name": name, "op_type": op_type, "axes": {a: {"type": "var"} for a in axes},
             "inputs": inputs, "outputs": outputs, "reference": reference}
 
 
@@ -154,7 +154,8 @@ def _pytorch_problem(index: int, gpu: bool) -> tuple[dict, list[dict], dict]:
     code = f"import torch\n\n\ndef run({args}):\n    return {body}\n"
     workloads = [{"uuid": f"{name}-{r}x{h}", "axes": {"rows": r, "hidden": h},
                   "inputs": {k: {"type": "random"} for k in inputs}} for r, h in (GPU_ROWS if gpu else CPU_ROWS)]
-    return (_definition(name, ["rows", "hidden"], inputs, outputs, code), workloads,
+    op_type = {"rows": "reduction", "rowwise": "softmax", "norm": "norm"}.get(kind, "elementwise")
+    return (_definition(name, op_type, ["rows", "hidden"], inputs, outputs, code), workloads,
             _solution(f"{name}_pytorch", name, "pytorch", "kernel.py", code))
 
 
@@ -167,7 +168,7 @@ def _cuda_problem(index: int) -> tuple[dict, list[dict], dict]:
                  for n in GPU_VECTOR]
     # the index in the kernel's name makes every source (and so every build) distinct
     code = CUDA_SOURCE.format(name=f"{op}_{index}", expression=expression)
-    return (_definition(name, ["n"], {"x": vector, "y": vector}, {"out": vector}, reference), workloads,
+    return (_definition(name, "elementwise", ["n"], {"x": vector, "y": vector}, {"out": vector}, reference), workloads,
             _solution(f"{name}_cuda", name, "cuda_cpp", "kernel.cu", code))
 
 
