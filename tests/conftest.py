@@ -44,12 +44,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def cpu_timing(monkeypatch):
-    """Let the evaluator time on the CPU, as CI must."""
-    monkeypatch.setenv("SOL_EXECBENCH_ALLOW_CPU_TIMING", "1")
-
-
-@pytest.fixture
 def light_config(tmp_path) -> Path:
     path = tmp_path / "light_config.json"
     path.write_text(json.dumps(LIGHT_CONFIG))
@@ -82,12 +76,12 @@ def _warm_pool(monkeypatch, device: str | None):
 
 
 @pytest.fixture
-def warm_pool(monkeypatch, cpu_timing):
+def warm_pool(monkeypatch):
     """A pool for evaluations that name no device (the Python API's default)."""
     yield from _warm_pool(monkeypatch, None)
 
 
 @pytest.fixture
-def warm_cpu_pool(monkeypatch, cpu_timing):
+def warm_cpu_pool(monkeypatch):
     """A pool for ``--device cpu`` (a pool serves the device it was started for)."""
     yield from _warm_pool(monkeypatch, "cpu")

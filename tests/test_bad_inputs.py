@@ -75,7 +75,7 @@ def run(a, b):
     ("sub/./kernel.py", "sub/kernel.py", "sub/kernel.py"),
     ("./sub/kernel.py", "./sub/./kernel.py", "sub/kernel.py"),
 ])
-def test_dot_components_are_accepted_and_normalised(problem: Path, light_config: Path, cpu_timing,
+def test_dot_components_are_accepted_and_normalised(problem: Path, light_config: Path,
                                                     written: str, entry: str, expected: str):
     sol = solution(STAGED_AT.format(expected=expected))
     sol["sources"] = [{"path": written, "content": ""}]  # read from the file beside the solution

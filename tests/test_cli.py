@@ -66,12 +66,12 @@ def test_unknown_only_uuid(problem: Path):
     assert result.exit_code == 2 and "nope" in result.output
 
 
-def test_bad_memory_limit(problem: Path, cpu_timing):
+def test_bad_memory_limit(problem: Path):
     result = CliRunner().invoke(cli, [str(problem), "--memory-limit", "lots"])
     assert result.exit_code == 2 and "not a size" in result.output
 
 
-def test_json_output_file_and_only(problem: Path, cpu_timing, tmp_path: Path):
+def test_json_output_file_and_only(problem: Path, tmp_path: Path):
     out = tmp_path / "out" / "traces.jsonl"
     result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32", "--json", "-o", str(out))
     assert result.exit_code == 0, result.output
@@ -85,7 +85,7 @@ def test_json_output_file_and_only(problem: Path, cpu_timing, tmp_path: Path):
     assert {"latency_ms", "reference_latency_ms", "speedup_factor"} <= set(ev["performance"])
 
 
-def test_failing_workload_exit_code_and_definition_mismatch_warning(problem: Path, cpu_timing):
+def test_failing_workload_exit_code_and_definition_mismatch_warning(problem: Path):
     sol = solution("def run(a, b):\n    return a - b\n", definition="something_else")
     (problem / "solution.json").write_text(json.dumps(sol))
     result = invoke(str(problem), "--config", str(problem / "light.json"))
@@ -94,7 +94,7 @@ def test_failing_workload_exit_code_and_definition_mismatch_warning(problem: Pat
     assert "something_else" in result.output and "vector_add" in result.output
 
 
-def test_definition_and_workload_flags(problem: Path, cpu_timing):
+def test_definition_and_workload_flags(problem: Path):
     result = invoke("--definition", str(problem / "definition.json"), "--workload", str(problem / "workload.jsonl"),
                     "--solution", str(problem / "solution.json"), "--config", str(problem / "light.json"))
     assert result.exit_code == 0, result.output
@@ -108,7 +108,7 @@ def test_subcommand_name_wins_over_directory(tmp_path: Path, monkeypatch):
     assert result.exit_code == 2 and "no --solution given" in result.output
 
 
-def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Path, cpu_timing, tmp_path: Path,
+def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Path, tmp_path: Path,
                                                                      monkeypatch):
     monkeypatch.setenv("SOLEXECBENCH_ENV_SNAPSHOT", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -176,7 +176,7 @@ def test_table_shows_the_whole_note(tmp_path: Path):
     assert "".join(hint.split()) in text
 
 
-def test_verbose_shows_staging_details_and_the_childs_output(problem: Path, cpu_timing):
+def test_verbose_shows_staging_details_and_the_childs_output(problem: Path):
     sol = json.loads((problem / "solution.json").read_text())
     sol["sources"][0]["content"] = "print('hello from the solution')\n" + sol["sources"][0]["content"]
     (problem / "solution.json").write_text(json.dumps(sol))

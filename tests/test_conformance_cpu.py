@@ -22,7 +22,7 @@ PYTHON_PROBLEMS = [
 
 
 @pytest.mark.parametrize("problem,solution", PYTHON_PROBLEMS, ids=[p for p, _ in PYTHON_PROBLEMS])
-def test_python_solutions_pass_on_every_workload(cpu_timing, problem: str, solution: str):
+def test_python_solutions_pass_on_every_workload(problem: str, solution: str):
     root = CONFORMANCE / problem
     traces = evaluate(root / "definition.json", root / "workload.jsonl", root / solution, LIGHT_CONFIG)
     assert len(traces) == len(load_workloads(root / "workload.jsonl"))
@@ -35,7 +35,7 @@ def test_python_solutions_pass_on_every_workload(cpu_timing, problem: str, solut
         assert perf.speedup_interval is not None and perf.speedup_interval.rounds == 3
 
 
-def test_gqa_paged_decode_names_the_missing_blob(cpu_timing, monkeypatch):
+def test_gqa_paged_decode_names_the_missing_blob(monkeypatch):
     monkeypatch.delenv("FLASHINFER_TRACE_DIR", raising=False)
     root = CONFORMANCE / "samples/gqa_paged_decode"
     traces = evaluate(root / "definition.json", root / "workload.jsonl", root / "solution.json", LIGHT_CONFIG)
@@ -61,7 +61,7 @@ TRITON_PROBLEMS = ["examples/triton/rmsnorm", "examples/triton/nemotron_rms_norm
 
 
 @pytest.mark.parametrize("problem", TRITON_PROBLEMS)
-def test_triton_solutions_pass_through_the_interpreter(cpu_timing, tmp_path: Path, problem: str):
+def test_triton_solutions_pass_through_the_interpreter(tmp_path: Path, problem: str):
     root = CONFORMANCE / problem
     workloads = _small_triton_workloads(tmp_path, root)
     traces = evaluate(root / "definition.json", workloads, root / "solution_triton.json", LIGHT_CONFIG)

@@ -60,7 +60,7 @@ def _dump_warnings(trace) -> list[str]:
 
 # -- 1. failures outside the numerical comparison of the correctness rounds are dumped -------------
 
-def test_solution_raising_in_a_correctness_round_dumps_inputs_and_reference(cpu_timing, tmp_path: Path):
+def test_solution_raising_in_a_correctness_round_dumps_inputs_and_reference(tmp_path: Path):
     dump = tmp_path / "dumps"
     (trace,) = evaluate(add_definition(), workloads(64), solution("def run(a, b):\n    raise ValueError('boom')\n"),
                         LIGHT_CONFIG, dump_failures=dump, **FRESH)
@@ -74,7 +74,7 @@ def test_solution_raising_in_a_correctness_round_dumps_inputs_and_reference(cpu_
     assert torch.equal(tensors["reference.c"], tensors["input.a"] + tensors["input.b"])
 
 
-def test_a_solution_that_stops_computing_once_timed_is_dumped_from_its_audited_call(cpu_timing, tmp_path: Path):
+def test_a_solution_that_stops_computing_once_timed_is_dumped_from_its_audited_call(tmp_path: Path):
     dump = tmp_path / "dumps"
     stale = ("_calls = [0]\n_last = [None]\n\ndef run(a, b):\n    _calls[0] += 1\n    if _calls[0] <= 2:\n"
              "        _last[0] = a + b\n    return _last[0].clone()\n")
@@ -131,7 +131,7 @@ def test_evidence_from_check_names_the_worst_element(tmp_path: Path):
 
 # -- 2. a dump that cannot be written: one warning, on its own workload's trace ------------------
 
-def test_unwritable_dump_dir_warns_once_on_the_failing_workloads_only(cpu_timing, tmp_path: Path):
+def test_unwritable_dump_dir_warns_once_on_the_failing_workloads_only(tmp_path: Path):
     not_a_dir = tmp_path / "dumps"
     not_a_dir.write_text("a file, not a directory")
     code = "def run(a, b):\n    return a + b + (1.0 if a.numel() == 16 else 0.0)\n"
@@ -208,7 +208,7 @@ def test_reference_output_contradicting_the_definition_is_invalid_reference(tmp_
     assert words in trace.evaluation.log
 
 
-def test_reference_with_the_wrong_shape_through_the_child(cpu_timing):
+def test_reference_with_the_wrong_shape_through_the_child():
     d = add_definition()
     d["reference"] = "def run(a, b):\n    return (a + b)[:-1]\n"
     (trace,) = evaluate(d, workloads(16), solution(ADD), LIGHT_CONFIG, **FRESH)

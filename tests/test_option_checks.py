@@ -62,7 +62,7 @@ def test_api_refuses_no_workloads():
 NAN_REFERENCE = dict(add_definition(), reference="import torch\n\ndef run(a, b):\n    return (a + b) * float('nan')\n")
 
 
-def test_a_reference_returning_nan_is_invalid_reference(cpu_timing):
+def test_a_reference_returning_nan_is_invalid_reference():
     traces = evaluate(NAN_REFERENCE, workloads(8), solution(ADD), LIGHT_CONFIG, device="cpu")
     assert traces[0].evaluation.status.value == "INVALID_REFERENCE"
     assert "NaN" in traces[0].evaluation.log

@@ -62,7 +62,7 @@ def test_long_names_are_bounded():
     assert len(safe_file_stem("k" * 5000)) == 80
 
 
-def test_a_traversing_solution_name_stays_in_the_sidecar_folder(cpu_timing, temp_root):
+def test_a_traversing_solution_name_stays_in_the_sidecar_folder(temp_root):
     traces = _run(TWO_STREAMS_THEN_EXIT, name="../../escaped_audit/x")
     assert [t.evaluation.status.value for t in traces] == ["RUNTIME_ERROR"]
     written = [p for p in temp_root.parent.rglob("*") if p.is_file()]
@@ -79,7 +79,7 @@ def test_a_traversing_solution_name_stays_in_the_sidecar_folder(cpu_timing, temp
 
 # -- contents ----------------------------------------------------------------------------------
 
-def test_stdout_and_stderr_are_kept_apart_and_the_exit_is_recorded(cpu_timing, tmp_path):
+def test_stdout_and_stderr_are_kept_apart_and_the_exit_is_recorded(tmp_path):
     out = tmp_path / "traces.jsonl"
     (trace,) = _run(TWO_STREAMS_THEN_EXIT, output_path=out, timeout_s=120)
     log = trace.evaluation.log
@@ -96,7 +96,7 @@ def test_stdout_and_stderr_are_kept_apart_and_the_exit_is_recorded(cpu_timing, t
     assert "exited with code 3" in run["description"]
 
 
-def test_a_bad_device_is_refused_before_any_child_runs(cpu_timing, tmp_path):
+def test_a_bad_device_is_refused_before_any_child_runs(tmp_path):
     """The options are checked in the parent (evaluate/parent/option_checks.py): no child, no sidecar."""
     out = tmp_path / "traces.jsonl"
     with pytest.raises(ValueError, match="'bogus' is not a device"):
@@ -104,14 +104,14 @@ def test_a_bad_device_is_refused_before_any_child_runs(cpu_timing, tmp_path):
     assert not out.with_name("traces.jsonl.no-trace.json").exists()
 
 
-def test_a_killed_child_names_the_signal(cpu_timing, tmp_path):
+def test_a_killed_child_names_the_signal(tmp_path):
     out = tmp_path / "traces.jsonl"
     _run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", output_path=out)
     (run,) = json.loads(out.with_name("traces.jsonl.no-trace.json").read_text())["child_runs"]
     assert run["signal"] == "SIGKILL" and run["returncode"] == -9
 
 
-def test_a_timeout_is_recorded(cpu_timing, tmp_path):
+def test_a_timeout_is_recorded(tmp_path):
     out = tmp_path / "traces.jsonl"
     (trace,) = _run("import time\ntime.sleep(600)\n", output_path=out, timeout_s=5)
     assert trace.evaluation.status.value == "TIMEOUT"
@@ -119,7 +119,7 @@ def test_a_timeout_is_recorded(cpu_timing, tmp_path):
     assert run["timed_out"] is True and 4 < run["wall_s"] < 60
 
 
-def test_every_child_run_is_described_when_each_crashes(cpu_timing, tmp_path):
+def test_every_child_run_is_described_when_each_crashes(tmp_path):
     code = "import os\ndef run(a, b):\n    os.kill(os.getpid(), 9)\n"
     out = tmp_path / "traces.jsonl"
     traces = _run(code, 8, 16, output_path=out)
@@ -175,7 +175,7 @@ def test_old_and_surplus_sidecars_are_pruned(tmp_path):
     assert (tmp_path / "other.txt").exists()
 
 
-def test_writing_prunes_the_folder(cpu_timing, temp_root, monkeypatch):
+def test_writing_prunes_the_folder(temp_root, monkeypatch):
     monkeypatch.setattr(runner, "SIDECAR_KEEP_FILES", 2)
     folder = no_trace_dir()
     folder.mkdir(parents=True)

@@ -37,7 +37,7 @@ def run(code: str, *sizes: int, dps: bool = False, definition: dict | None = Non
     ("import sol_execbench.evaluate.child.timing as t\nt.measure = lambda *a, **k: None\ndef run(a, b):\n    return a + b\n",
      "REWARD_HACK", "measure"),
 ])
-def test_status_is_provoked(cpu_timing, code: str, status: str, words: str):
+def test_status_is_provoked(code: str, status: str, words: str):
     (trace,) = run(code)
     assert trace.evaluation.status.value == status
     assert words in trace.evaluation.log
@@ -45,13 +45,13 @@ def test_status_is_provoked(cpu_timing, code: str, status: str, words: str):
         assert trace.evaluation.correctness.max_absolute_error > 0
 
 
-def test_missing_dsl_package_is_compile_error_naming_it(cpu_timing):
+def test_missing_dsl_package_is_compile_error_naming_it():
     (trace,) = run(ADD, language="cute_dsl")
     assert trace.evaluation.status.value == "COMPILE_ERROR"
     assert "nvidia-cutlass-dsl" in trace.evaluation.log
 
 
-def test_invalid_reference(cpu_timing):
+def test_invalid_reference():
     d = add_definition()
     d["reference"] = "def run(a, b):\n    raise RuntimeError('reference is broken')\n"
     (trace,) = run(ADD, definition=d)
@@ -59,19 +59,19 @@ def test_invalid_reference(cpu_timing):
     assert "reference is broken" in trace.evaluation.log
 
 
-def test_unwritten_destination_elements_fail(cpu_timing):
+def test_unwritten_destination_elements_fail():
     code = "def run(a, b, c):\n    c[: c.shape[0] // 2] = (a + b)[: c.shape[0] // 2]\n"
     (trace,) = run(code, dps=True)
     assert trace.evaluation.status.value == "INCORRECT_NUMERICAL"
     assert trace.evaluation.correctness.has_nan
 
 
-def test_destination_passing_style_passes(cpu_timing):
+def test_destination_passing_style_passes():
     (trace,) = run("def run(a, b, c):\n    c.copy_(a + b)\n", dps=True)
     assert trace.evaluation.status.value == "PASSED", trace.evaluation.log
 
 
-def test_timeout_keeps_finished_workloads(cpu_timing, tmp_path: Path):
+def test_timeout_keeps_finished_workloads(tmp_path: Path):
     code = "import time\ndef run(a, b):\n    if a.numel() > 100:\n        time.sleep(600)\n    return a + b\n"
     traces = run(code, 8, 1000, 8, timeout_s=20)
     assert status_of(traces) == ["PASSED", "TIMEOUT", "TIMEOUT"]
@@ -79,7 +79,7 @@ def test_timeout_keeps_finished_workloads(cpu_timing, tmp_path: Path):
     assert "before this workload started" in traces[2].evaluation.log
 
 
-def test_segfault_costs_one_workload_and_the_rest_go_on(cpu_timing, tmp_path: Path):
+def test_segfault_costs_one_workload_and_the_rest_go_on(tmp_path: Path):
     code = ("import ctypes\ndef run(a, b):\n    if a.numel() == 1000:\n        ctypes.string_at(0)\n"
             "    return a + b\n")
     seen = []
@@ -89,7 +89,7 @@ def test_segfault_costs_one_workload_and_the_rest_go_on(cpu_timing, tmp_path: Pa
     assert [t.workload.uuid for t in seen][:1] == ["w0-8"]  # delivered as it happened, before the crash
 
 
-def test_exit_during_import_gives_every_workload_a_trace_and_a_sidecar(cpu_timing, tmp_path: Path):
+def test_exit_during_import_gives_every_workload_a_trace_and_a_sidecar(tmp_path: Path):
     code = "import os\nprint('about to leave')\nos._exit(3)\n"
     out = tmp_path / "traces.jsonl"
     traces = run(code, 8, 16, output_path=out)
@@ -100,7 +100,7 @@ def test_exit_during_import_gives_every_workload_a_trace_and_a_sidecar(cpu_timin
     assert sidecar["child_runs"][0]["returncode"] == 3
 
 
-def test_host_memory_limit_ends_runaway_allocation(cpu_timing):
+def test_host_memory_limit_ends_runaway_allocation():
     code = ("import time\nblocks = []\ndef run(a, b):\n    for _ in range(400):\n"
             "        blocks.append(bytearray(64 * 2**20))\n        time.sleep(0.005)\n    return a + b\n")
     (trace,) = run(code, memory_limit_bytes=1536 * 2**20)
@@ -108,7 +108,7 @@ def test_host_memory_limit_ends_runaway_allocation(cpu_timing):
     assert "host memory limit exceeded" in trace.evaluation.log
 
 
-def test_lock_clocks_without_locked_clocks(cpu_timing, monkeypatch):
+def test_lock_clocks_without_locked_clocks(monkeypatch):
     monkeypatch.delenv("SOL_EXECBENCH_CLOCKS_LOCKED", raising=False)
     (trace,) = run(ADD, config={**LIGHT_CONFIG, "lock_clocks": True})
     assert trace.evaluation.status.value == "RUNTIME_ERROR"
@@ -123,7 +123,7 @@ def test_the_cpu_times_without_any_setting_and_says_so(monkeypatch):
     assert timing.method == "cpu" and timing.device_median_ms is None and timing.host_bound is True
 
 
-def test_dump_failures_reproduces_the_failure(cpu_timing, tmp_path: Path):
+def test_dump_failures_reproduces_the_failure(tmp_path: Path):
     dump = tmp_path / "dumps"
     (trace,) = run("def run(a, b):\n    return a + b + (a > 1.5).float()\n", 4096, dump_failures=dump)
     assert trace.evaluation.status.value == "INCORRECT_NUMERICAL"
@@ -137,7 +137,7 @@ def test_dump_failures_reproduces_the_failure(cpu_timing, tmp_path: Path):
     assert isinstance(note["seed"], int)
 
 
-def test_processes_the_solution_leaves_behind_are_killed_even_in_groups_of_their_own(cpu_timing, tmp_path: Path):
+def test_processes_the_solution_leaves_behind_are_killed_even_in_groups_of_their_own(tmp_path: Path):
     """A helper process moved to a process group of its own (as ninja does with every command)
     escapes a group kill; the whole session of the evaluation child is killed instead."""
     import os

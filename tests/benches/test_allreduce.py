@@ -21,7 +21,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    # this checkout first, then whatever the environment already adds (wheels carried to a GPU machine)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-c", "from sol_execbench.cli.main import main; main()", *args],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 

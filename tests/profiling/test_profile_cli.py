@@ -55,7 +55,7 @@ def _traces(out: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_profile_torch_on_the_cpu_and_static_evidence(tmp_path, cpu_timing):
+def test_profile_torch_on_the_cpu_and_static_evidence(tmp_path):
     result, out = _evaluate(tmp_path, "--profile", "torch", "--static-evidence", "auto")
     assert result.exit_code == 0, result.output
     sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.torch.json").read_text())
@@ -72,7 +72,7 @@ def test_profile_torch_on_the_cpu_and_static_evidence(tmp_path, cpu_timing):
     assert "profile written to" in result.output and "static evidence written to" in result.output
 
 
-def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path, cpu_timing, monkeypatch):
+def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path, monkeypatch):
     tools = tmp_path / "bin"
     tools.mkdir()
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}/usr/bin{os.pathsep}/bin")
@@ -99,7 +99,7 @@ def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path
     assert "nothing recorded" in result.output
 
 
-def test_ncu_recording_no_kernels_then_auto_falls_back_to_torch(tmp_path, cpu_timing, monkeypatch):
+def test_ncu_recording_no_kernels_then_auto_falls_back_to_torch(tmp_path, monkeypatch):
     tools = tmp_path / "bin"
     _tool(tools, "ncu", FAKE_NCU_NO_KERNELS)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
@@ -117,7 +117,7 @@ def test_profile_calls_must_be_positive(tmp_path):
     assert result.exit_code == 2 and "--profile" in result.output
 
 
-def test_launcher_hook_prefix_and_environment_reach_the_child(tmp_path, cpu_timing):
+def test_launcher_hook_prefix_and_environment_reach_the_child(tmp_path):
     """The evaluator's own option: a prefix (here a script that records its arguments and a variable
     of the child's environment, then runs the command) and extra environment, one path for every child."""
     from sol_execbench import evaluate

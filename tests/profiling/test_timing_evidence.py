@@ -73,7 +73,7 @@ def dataset(tmp_path: Path) -> tuple[Path, Path, Path]:
     return root, tmp_path / "out", config
 
 
-def test_timing_evidence_ties_latency_to_kernel_time_sharded_and_resumable(dataset, tmp_path, cpu_timing, monkeypatch):
+def test_timing_evidence_ties_latency_to_kernel_time_sharded_and_resumable(dataset, tmp_path, monkeypatch):
     root, out, config = dataset
     result = invoke("dataset", "run", str(root), "-o", str(out), "--device", "cpu", "--config", str(config))
     assert result.exit_code == 0, result.output
@@ -118,7 +118,7 @@ def test_timing_evidence_ties_latency_to_kernel_time_sharded_and_resumable(datas
     assert b.coverage == "full" and "2 full, 0 partial, 0 none" in result.output
 
 
-def test_phase_all_collects_evidence_after_the_traces_and_no_profiler_on_the_cpu_says_why(dataset, tmp_path, cpu_timing):
+def test_phase_all_collects_evidence_after_the_traces_and_no_profiler_on_the_cpu_says_why(dataset, tmp_path):
     root, out, config = dataset
     evidence_dir = tmp_path / "evidence"
     result = invoke("dataset", "run", str(root), "-o", str(out), "--device", "cpu", "--config", str(config), "--limit", "1",

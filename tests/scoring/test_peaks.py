@@ -19,6 +19,12 @@ def test_unknown_part_lists_the_known_ones():
         peaks_for("Radeon 7900")
 
 
+@pytest.mark.parametrize("name", ["H1000", "NVIDIA B2000", "MI3000X"])
+def test_a_known_part_inside_a_longer_number_is_not_that_part(name):
+    with pytest.raises(UnknownPartError):
+        peaks_for(name)
+
+
 def test_every_part_is_a_build_target_with_positive_rates_and_a_source():
     for part in PEAKS:
         assert lookup_target(part.name) is not None  # one name for the build and the peaks

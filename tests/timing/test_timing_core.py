@@ -56,6 +56,34 @@ def test_a_substituted_call_gets_its_own_values():
     assert not fresh.substitute(4, [torch.zeros(3), torch.zeros(3), 7])  # wrong layout
 
 
+def test_call_k_of_both_sides_reads_its_inputs_at_the_same_address():
+    reference = FreshArgs(_bank(2), slots=4)
+    # the solution's arguments add a destination output after the inputs; that one stays its own
+    solution = FreshArgs([b + [torch.zeros(100)] for b in _bank(2)], slots=4, share_pools_of=reference)
+    for _ in range(6):
+        ref, sol = reference(), solution()
+        assert sol[0].data_ptr() == ref[0].data_ptr() and sol[1].data_ptr() == ref[1].data_ptr()
+        assert sol[3].data_ptr() not in (ref[0].data_ptr(), ref[1].data_ptr())
+
+
+def test_a_side_that_writes_its_inputs_leaves_the_other_side_s_next_call_untouched():
+    reference = FreshArgs(_bank(1), slots=2)
+    solution = FreshArgs(_bank(1), slots=2, share_pools_of=reference)
+    solution()[0].fill_(-1.0)  # the solution scribbles over its input
+    assert float(reference()[0].sum()) == 0.0  # the reference's call 0 gets its own contents back
+    assert torch.equal(reference()[1], torch.arange(100, dtype=torch.float32))
+
+
+def test_pools_of_another_layout_or_slot_count_are_not_shared():
+    reference = FreshArgs(_bank(1), slots=3)
+    other_shape = FreshArgs([[torch.zeros(50), torch.zeros(100), 7]], slots=3, share_pools_of=reference)
+    other_slots = FreshArgs(_bank(1), slots=4, share_pools_of=reference)
+    ref = reference()
+    first, second = other_shape(), other_slots()
+    assert first[0].data_ptr() != ref[0].data_ptr() and first[1].data_ptr() == ref[1].data_ptr()
+    assert second[0].data_ptr() != ref[0].data_ptr()
+
+
 def test_strided_and_negative_stride_inputs_keep_their_layout():
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     fresh = FreshArgs([[base.t(), base.flip(0)]], slots=3)

@@ -80,7 +80,8 @@ def _model(sweep: AllreduceSweep, output: Path) -> Path:
     ax_fit.set_xscale("log", base=2)
     byte_axis(ax_err)  # after the shared axis's scale, which would reset the labels
     ax_fit.set_yscale("log")
-    ax_fit.set_ylabel("time per call (us): points measured, lines alpha + S/beta")
+    ax_fit.set_ylabel("time per call (us)")
+    ax_fit.set_title("points: measured; lines: alpha + bytes / beta", fontsize=9)
     ax_err.set_ylabel("model error (%)")
     ax_err.axhline(0, color="black", linewidth=0.5)
     for ax in (ax_fit, ax_err):

@@ -110,6 +110,11 @@ def build_options(root: Path, output: Path, evidence_dir: Path | None, **kw):  #
 @click.option("--jobs", default="1", show_default=True, metavar="N|auto", help="CPU workers for loading and checking the problems.")
 @click.option("--execution-mode", type=click.Choice(["serial", "pipeline"]), default="serial", show_default=True,
               help="pipeline: build the next problems' native solutions while one evaluates.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: evaluate here; ray: each problem a Ray task on a cluster, one GPU each (pip install "
+                   "'sol-execbench[ray]').")
+@click.option("--ray-address", metavar="HOST:PORT",
+              help="The Ray head to attach to (with --executor ray) [default: start a local instance].")
 @click.option("--prepare-jobs", default="auto", show_default=True, metavar="N|auto", help="Preparation workers in pipeline mode.")
 @click.option("--gpu-jobs", default="1", show_default=True, metavar="N|auto",
               help="Evaluations at once, one per GPU (cuda:0..N-1); auto: every visible GPU.")
@@ -155,7 +160,7 @@ def build_options(root: Path, output: Path, evidence_dir: Path | None, **kw):  #
 @click.option("--gpu-architecture", default="unknown", show_default=True,
               help="GPU architecture recorded in the timing evidence [default value: the traces' device arch].")
 @timing_evidence_options
-def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs, gpu_jobs, timeout, timeout_policy,
+def dataset_run(root, category, limit, phase, jobs, execution_mode, executor, ray_address, prepare_jobs, gpu_jobs, timeout, timeout_policy,
                 timeout_overrides, blob_precheck, log_order, output, max_workloads, workload_shard_size, iterations,
                 warmup_runs, lock_clocks, rerun, keep_staging, verbose, ready_subset, readiness, execution_closure,
                 dataset_manifest, config_path, solution_name, device, amd_score_report, scoring_baseline,
@@ -182,6 +187,7 @@ def dataset_run(root, category, limit, phase, jobs, execution_mode, prepare_jobs
                          solution_name=solution_name, device=device, amd_score_report=amd_score_report,
                          scoring_baseline=scoring_baseline, amd_sol_bound_dir=amd_sol_bound_dir,
                          solar_derivation=solar_derivation, hardware=hardware, timing_requested=timing,
+                         executor=executor, ray_address=ray_address,
                          timing_evidence=build_options(root, output, timing_evidence_dir, categories=_categories(category),
                                                        limit=limit, solution_name=solution_name, timeout=timeout,
                                                        device=device, keep_staging=keep_staging,

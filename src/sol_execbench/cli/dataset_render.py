@@ -48,7 +48,7 @@ class RunDisplay:
         self.lock = threading.Lock()
         self.total = self.done = self.failed = 0
         self.began = time.monotonic()
-        self.running: dict[str, str] = {}
+        self.running: dict[str, str] = {}  # problem -> where it runs (a Ray task learns its node at the end)
         self.progress: Progress | None = None
         self.task = None
 
@@ -77,7 +77,8 @@ class RunDisplay:
             return
         if self.task is None:
             self.task = self.progress.add_task("run", total=self.total, failed=0, eta="-", running="")
-        running = "  ".join(f"{device}: {problem}" for device, problem in sorted(self.running.items()))
+        running = "  ".join(f"{device}: {problem}" for problem, device in sorted(self.running.items(),
+                                                                                  key=lambda item: item[::-1]))
         self.progress.update(self.task, completed=self.done, failed=self.failed, eta=self._eta(), running=running)
 
     def __call__(self, event: RunEvent) -> None:
@@ -93,13 +94,13 @@ class RunDisplay:
                     markup=False)
 
     def _on_start(self, event: RunEvent) -> None:
-        self.running[event.device or "default"] = event.problem or ""
+        self.running[event.problem or ""] = event.device or "default"
         if not self.live:
             self._print(f"[{self.done + len(self.running)}/{self.total}] {event.problem}: started on "
                         f"{event.device or 'the default device'}", markup=False)
 
     def _on_finish(self, event: RunEvent) -> None:
-        self.running.pop(event.device or "default", None)
+        self.running.pop(event.problem or "", None)
         summary = event.summary
         self.done += 1
         self.failed += not _passed(summary)

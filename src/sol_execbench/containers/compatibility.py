@@ -5,7 +5,6 @@ the later input), and the output is sorted by target id: the same entries give t
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -13,6 +12,7 @@ from typing import Iterable
 from sol_execbench import __version__
 from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight
 from sol_execbench.schema.loading import FormatError, parse_json, read_text, validate
+from sol_execbench.files import replace_file
 
 
 def now_utc() -> str:
@@ -59,27 +59,19 @@ def read_records(path: Path) -> list[CompatibilityEntry]:
     return [validate(CompatibilityEntry, data, path, "compatibility entry", None)]
 
 
-def _write_json(path: Path, text: str) -> None:
-    """Replace ``path`` whole (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def dump(model: CompatibilityEntry | CompatibilityMatrix) -> str:
     return json.dumps(model.model_dump(mode="json"), indent=2) + "\n"
 
 
 def write_entry(path: Path, entry: CompatibilityEntry) -> None:
-    _write_json(path, dump(entry))
+    replace_file(path, dump(entry))
 
 
 def update_matrix(path: Path, new: Iterable[CompatibilityEntry]) -> CompatibilityMatrix:
     """Merge ``new`` into the matrix at ``path`` (created when missing) and write it back."""
     existing = read_records(path) if path.exists() else []
     matrix = merge([*existing, *new])
-    _write_json(path, dump(matrix))
+    replace_file(path, dump(matrix))
     return matrix
 
 

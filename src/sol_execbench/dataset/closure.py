@@ -12,7 +12,7 @@ from sol_execbench.schema.dataset_inputs import ClosureWorkload, ExecutionClosur
 
 from .discovery import DatasetProblem
 from .inputs import RunInputs, problem_key
-from .records import replace_file
+from sol_execbench.files import replace_file
 
 
 def _blockers(inputs: RunInputs, root: Path, keys: list[str]) -> dict[tuple[str, str | int], list[str]]:

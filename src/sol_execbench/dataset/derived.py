@@ -28,7 +28,9 @@ from sol_execbench.scoring.score import ProblemInput, score_problems
 from .discovery import DatasetProblem, DatasetUsageError, is_problem_folder
 from .execution import now_iso
 from .options import RunOptions
-from .records import replace_file, sha256_bytes
+from sol_execbench.files import replace_file
+
+from .records import sha256_bytes
 
 DERIVATION_FILE = "derivation.json"
 BOUND_FILE = "bound.json"

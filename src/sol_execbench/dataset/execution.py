@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from sol_execbench import evaluate
 from sol_execbench.build import BuildFailure, builder_for
@@ -21,7 +21,6 @@ from sol_execbench.schema import Environment, Evaluation, EvaluationStatus, Trac
 
 from .blobs import MissingBlob
 from .loading import LoadedProblem
-from .records import PartialTraces
 from .shards import TimeoutPlan, plan_shards
 
 # The evaluator's default for building a native solution; the prebuild uses the same, so that a
@@ -29,6 +28,13 @@ from .shards import TimeoutPlan, plan_shards
 COMPILE_TIMEOUT_S = 120.0
 NOT_EVALUATED_HARDWARE = "not evaluated (blob precheck)"
 API_WORKLOADS = "workloads argument"  # how evaluate() names workloads given as objects in its warnings
+
+
+class TraceSink(Protocol):
+    """Where each trace goes the moment it arrives (the problem's partial file, on the host that
+    writes the run's files)."""
+
+    def write(self, trace: Trace) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ def _blob_trace(loaded: LoadedProblem, workload: Workload, missing: list[Missing
 
 
 def evaluate_problem_shards(loaded: LoadedProblem, device: str | None, settings: EvaluationSettings,
-                            sink: PartialTraces) -> ProblemResult:
+                            sink: TraceSink) -> ProblemResult:
     """Every selected workload of the problem gets one trace: from the evaluator, or from the blob
     precheck (``warn``) for a workload whose blob is missing."""
     began, started_at = time.monotonic(), now_iso()

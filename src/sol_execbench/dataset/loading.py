@@ -16,7 +16,9 @@ from sol_execbench.schema.dataset_run import RunHashes
 
 from .blobs import BlobCheck, blob_roots, check_blobs
 from .discovery import DatasetProblem, DatasetUsageError
-from .records import read_run_record, replace_file, sha256_json
+from sol_execbench.files import replace_file
+
+from .records import read_run_record, sha256_json
 from .solutions import REFERENCE_ORIGIN, GeneratedSolution, reference_solution, wrapped_python_file
 
 GENERATED_SOLUTION_FILE = "solution.json"

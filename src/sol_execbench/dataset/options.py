@@ -14,6 +14,7 @@ AUTO = "auto"
 PHASES = ("all", "traces", "derived", "timing")
 PIPELINE_PHASES = ("all", "traces")
 EXECUTION_MODES = ("serial", "pipeline")
+EXECUTORS = ("local", "ray")
 TIMEOUT_POLICIES = ("record", "fail")
 BLOB_PRECHECKS = ("fail", "warn", "off")
 LOG_ORDERS = ("completion", "problem")
@@ -78,6 +79,10 @@ class RunOptions:
     timing_evidence: object | None = None
     """``timing_evidence.TimingEvidenceOptions``: what --phase timing (and --phase all with
     --timing-evidence-dir) collects after the traces."""
+    executor: str = "local"
+    """local: this process evaluates on its slots; ray: Ray tasks on a cluster, this process writes."""
+    ray_address: str | None = None
+    """The Ray cluster to attach to (``HOST:PORT``, ``auto``, ``ray://...``); None: a local instance."""
 
     @property
     def derived_requested(self) -> tuple[str, ...]:
@@ -120,6 +125,7 @@ def check_combination(options: RunOptions) -> None:
     if options.phase == "timing" and options.pipeline:
         raise DatasetUsageError("--phase timing profiles serially: drop --execution-mode pipeline")
     _check_derived(options)
+    _check_executor(options)
     if options.pipeline:
         if options.phase not in PIPELINE_PHASES:
             raise DatasetUsageError(f"--execution-mode pipeline runs --phase traces or all, not {options.phase}")
@@ -145,6 +151,22 @@ def check_combination(options: RunOptions) -> None:
         if path is not None and not path.is_file():
             raise DatasetUsageError(f"{flag} {path}: {'is a directory' if path.is_dir() else 'no such file'}; "
                                     "give the path of a JSON file")
+
+
+def _check_executor(options: RunOptions) -> None:
+    if options.executor != "ray":
+        if options.ray_address is not None:
+            raise DatasetUsageError("--ray-address goes with --executor ray: add --executor ray, or drop --ray-address")
+        return
+    if options.pipeline:
+        raise DatasetUsageError("--executor ray: every Ray task builds its own solution on its node, so there is no "
+                                "pipeline to run; drop --execution-mode pipeline")
+    if options.gpu_jobs != "1":
+        raise DatasetUsageError(f"--gpu-jobs {options.gpu_jobs}: with --executor ray the cluster's GPUs set how many "
+                                "evaluations run at once; drop --gpu-jobs")
+    if options.device not in (None, "auto", "cpu"):
+        raise DatasetUsageError(f"--device {options.device}: with --executor ray each task gets the GPU Ray assigns "
+                                "it; drop --device (or give --device cpu for a CPU run)")
 
 
 def _check_derived(options: RunOptions) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from sol_execbench.schema import Trace
 from sol_execbench.schema.trace_files import TRACES_FILE
 from sol_execbench.schema.dataset_run import RunRecord
+from sol_execbench.files import replace_file
 
 RUN_RECORD_FILE = "run.json"
 PARTIAL_TRACES_FILE = ".traces.partial.jsonl"
@@ -44,26 +45,6 @@ def read_run_record(folder: Path) -> RunRecord | None:
         return RunRecord.model_validate_json((folder / RUN_RECORD_FILE).read_bytes())
     except (OSError, ValueError):
         return None
-
-
-def _fsync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` or its earlier content, never a part: temporary file, fsync, rename."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(temporary, path)
-    _fsync_folder(path.parent)
 
 
 def traces_bytes(traces: list[Trace]) -> bytes:

@@ -30,8 +30,11 @@ from .execution import EvaluationSettings, ProblemResult, evaluate_problem_shard
 from .closure import build_closure, write_closure
 from .inputs import RunInputs, read_run_inputs
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
+from .ray_executor import RayCluster, ray_cluster, run_on_ray
 from .options import JOBS_CAP, PREPARE_JOBS_CAP, RunOptions, check_combination, cpu_jobs
-from .records import commit_problem, partial_traces, replace_file, sha256_bytes, traces_bytes
+from sol_execbench.files import replace_file
+
+from .records import commit_problem, partial_traces, sha256_bytes, traces_bytes
 from .reuse import Reused, earlier_results
 from .scheduler import RunControl, Scheduler
 from .shards import load_timeout_plan
@@ -179,8 +182,7 @@ class DatasetRun:
     def evaluate(self, loaded: LoadedProblem, device: str | None) -> None:
         key = loaded.problem.key
         if self.control.stopped is not None:
-            if self.order is not None:
-                self.order.dropped(key)  # the problems after it are not held for it
+            self.dropped(key)
             return
         self.on_event(RunEvent("start", key, device))
         settings = self.settings
@@ -188,10 +190,21 @@ class DatasetRun:
             settings = dataclasses.replace(settings, on_log=lambda text: self.on_event(RunEvent("log", key, device, text=text)))
         with partial_traces(loaded.out_folder) as sink:
             result = evaluate_problem_shards(loaded, device, settings, sink)
+        self.finish(result)
+
+    def dropped(self, key: str) -> None:
+        """A problem that will not finish (the run stopped): the problems after it are not held for it."""
+        if self.order is not None:
+            self.order.dropped(key)
+
+    def finish(self, result: ProblemResult) -> None:
+        """An evaluated problem: its traces and run record committed (unless the run is being
+        interrupted), its summary added, and its end told."""
+        loaded, device = result.loaded, result.device
+        key = loaded.problem.key
         with self.control.committing() as allowed:
             if not allowed:
-                if self.order is not None:
-                    self.order.dropped(key)
+                self.dropped(key)
                 return
             commit_problem(loaded.out_folder, result.traces, self._record(result))
         summary = problem_summary(key, loaded.problem.category, loaded.definition.name, loaded.solution.name,
@@ -216,8 +229,11 @@ class DatasetRun:
                          wall_s=result.wall_s, shards=result.shards, device=result.device,
                          started_at=result.started_at, finished_at=result.finished_at, hashes=loaded.hashes)
 
-    def run(self, problems: list[LoadedProblem], slots: list[str | None]) -> None:
+    def run(self, problems: list[LoadedProblem], slots: list[str | None], cluster: RayCluster | None = None) -> None:
         self.order = ProblemOrder(self.on_event, [p.problem.key for p in problems], self.options.log_order == "problem")
+        if cluster is not None:
+            run_on_ray(self, problems, cluster)
+            return
         prepare_jobs = cpu_jobs("--prepare-jobs", self.options.prepare_jobs, len(problems), PREPARE_JOBS_CAP)
         Scheduler(problems, slots, self.evaluate, self.prepare if self.options.pipeline else None, prepare_jobs,
                   self.control).run()
@@ -255,7 +271,7 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
     timeouts.check_problems([p.key for p in every])
     slots = evaluation_slots(options.device, options.gpu_jobs)
     env_hash = host_cached_environment_hash()
-    with output_lock(output):
+    with output_lock(output), _executor(options) as cluster:
         inputs = read_run_inputs(options, root, [p.key for p in every])
         ctx = LoadContext(root, output, options.solution_name, options.config, options.config_overrides(),
                           options.max_workloads, options.blob_precheck,
@@ -270,11 +286,12 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
         on_event(RunEvent("plan", plan=RunPlan(len(selected), len(to_run),
                                                sum(s.outcome == "reused" for s in run.summaries.values()),
                                                sum(s.outcome == "skipped" for s in run.summaries.values()),
-                                               tuple(s or "default" for s in slots), options.execution_mode)))
+                                               cluster.slots if cluster else tuple(s or "default" for s in slots),
+                                               options.execution_mode)))
         for note in run.again + _load_warnings(loaded):
             on_event(RunEvent("note", text=note))
         try:
-            run.run(to_run, slots)
+            run.run(to_run, slots, cluster)
         finally:  # a stopped run still says what it finished
             summary = _summary(run, root, output, started_at, began)
             replace_file(output / SUMMARY_FILE, summary.model_dump_json(indent=2).encode() + b"\n")
@@ -290,6 +307,13 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
     code = _exit_code(summary, run.control.stopped)
     return RunResult(summary, output / SUMMARY_FILE, max(code, timing.exit_code) if timing else code, closure_path,
                      derived, timing)
+
+
+def _executor(options: RunOptions) -> contextlib.AbstractContextManager[RayCluster | None]:
+    """The Ray cluster of an ``--executor ray`` run (attached for the run's length); None: local slots."""
+    if options.executor == "ray":
+        return ray_cluster(options.ray_address, options.device)
+    return contextlib.nullcontext()
 
 
 def _derive_only(options: RunOptions, root: Path, output: Path, selected: list[DatasetProblem]) -> RunResult:

@@ -10,13 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from sol_execbench.platform.host import torch_dir  # noqa: F401  (re-exported for the probe modules)
+from sol_execbench.files import replace_file
 
 SHORT_TIMEOUT_S = 5.0
 """Time box of one external command in a default probe."""
@@ -123,10 +123,7 @@ def read_json_cache(path: Path) -> dict[str, Any]:
 def write_json_cache(path: Path, data: Any) -> None:
     """Replace a cache file atomically (readers never see half a file); a failure only costs time."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True, default=str), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(data, sort_keys=True, default=str))
     except OSError:
         pass
 

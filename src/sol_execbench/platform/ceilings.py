@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sol_execbench.files import replace_file
 from sol_execbench.schema.calibration import CALIBRATION_FORMAT_VERSION, Calibration, CalibrationKey
 
 from .device import DeviceInfo
@@ -131,10 +132,7 @@ def load_calibration(key: CalibrationKey) -> Calibration | None:
 def store_calibration(calibration: Calibration) -> Path:
     """Write the calibration under its key (atomically: a reader sees the old file or the new one)."""
     path = calibration_path(calibration.key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(calibration.model_dump_json(indent=2, exclude={"cache_file", "from_cache"}), encoding="utf-8")
-    os.replace(temporary, path)
+    replace_file(path, calibration.model_dump_json(indent=2, exclude={"cache_file", "from_cache"}))
     return path
 
 

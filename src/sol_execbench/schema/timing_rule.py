@@ -22,7 +22,7 @@ RULE = (
     f"launch allowance is one stated constant (timing.launch_allowance_us, {LAUNCH_ALLOWANCE_US:g} us by default), "
     "and on the CPU the host time alone. "
     "Reference and solution are timed in alternating rounds of the same process (reference, solution, then "
-    "solution, reference), call k of each at the same address alignment. "
+    "solution, reference), call k of each reading its inputs at the same addresses. "
     "The speedup is the ratio of the two latencies; its confidence interval is a bootstrap over the paired rounds "
     "of both passes, and the verdict is faster or slower only when the whole interval lies above or below 1."
 )

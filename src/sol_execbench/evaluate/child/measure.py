@@ -81,12 +81,12 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     phase(f"  {workload.uuid}: input bank of {len(bank)} set(s)")
     slots = cfg.warmup_runs + 2 * cfg.iterations + 2
     dps_zeros = allocate_outputs(ctx.definition, axes, ctx.torch_device, poison=False) if ctx.dps else []
-    fresh = FreshArgs([values + dps_zeros for values in bank], slots=slots)
+    reference_args = FreshArgs(bank, slots=slots) if cfg.benchmark_reference else None
+    fresh = FreshArgs([values + dps_zeros for values in bank], slots=slots, share_pools_of=reference_args)
     audits = plan_audits(ctx, workload, blobs, axes, fresh, bank[0], warnings)
     phase(f"  {workload.uuid}: {len(audits)} audited call(s) planned")
     solution = SideCalls("solution", ctx.solution_fn, fresh, [a.keeper for a in audits if a.keeper])
-    reference = SideCalls("reference", ctx.reference_fn, FreshArgs(bank, slots=slots)) if cfg.benchmark_reference \
-        else None
+    reference = SideCalls("reference", ctx.reference_fn, reference_args) if reference_args is not None else None
     paired, suspicious = _measure_pair(ctx, workload, solution, reference, warnings, notes)
     phase(f"  {workload.uuid}: reference and solution timed")
     try:

@@ -58,9 +58,10 @@ def _clone_structure(value: Any) -> Any:
 class CallKeeper:
     """Keeps the outputs of one chosen timed call (the audited one) for checking afterwards.
 
-    The outputs are cloned before the next call's arguments are written (destination outputs
-    live in FreshArgs' pool, which the next call overwrites) and inside the setup range, so the
-    clone is neither timed nor visible to the solution before its audited call returns.
+    The outputs are cloned right after the call's span, before any other call's arguments are
+    written (destination outputs live in FreshArgs' pool, which later calls overwrite), inside the
+    setup range, so the clone is neither timed nor visible to the solution before its audited call
+    returns.
     """
 
     call_index: int
@@ -154,9 +155,11 @@ class SideCalls:
 
     def observe(self, args: list[Any], result: Any) -> None:
         """After the call's span: the audit keepers see the call (only the solution has keepers,
-        so their cost must not fall inside its span)."""
+        so their cost must not fall inside its span) and keep what they need at once, before the
+        other side's call, which writes its inputs where this call's were."""
         for keeper in self.keepers:
             keeper.observe(self.fresh.calls_made - 1, args, result)
+        self.settle()
 
 
 def flush(flusher: Any) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...phases import phase
+from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
@@ -155,6 +156,9 @@ def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
         for _ in range(plan.warmup):
             side.warm_args = side.fresh()
             side.warm_call(side.warm_args)
+        if side.warm_args is not None:
+            # re-used below and in priming while the other side writes the pools the sides share
+            side.warm_args = private_copy(side.warm_args)
     phase(f"    {plan.warmup} warm-up call(s) per side")
     last = _last_end.get(plan.device.torch_device)
     if plan.device.is_gpu and not (last is not None and began - last < WARM_DEVICE_GAP_S):
