@@ -2,7 +2,8 @@
 # Scores on the GPU here (a few minutes): the conformance samples evaluated with each reference as its
 # own solution, scored on datasheet ceilings with the bound and derivation sidecars, the run's HTML
 # page, a self-comparison through sol-execbench-baseline, and the check that no PASSED latency falls
-# under its T_SOL. Everything lands under $OUT (default out/device-scores). SCORES_EXTRA adds dataset-run
+# under its T_SOL. SCORES_ROOT picks the suite (default tests/data/conformance/samples; the corpus's
+# other part is tests/data/conformance/examples). Everything lands under $OUT (default out/device-scores). SCORES_EXTRA adds dataset-run
 # flags (a CPU trial: "--config examples/cpu_config.json --device cpu --hardware H100 --limit 2").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,7 +11,7 @@ OUT=${OUT:-out/device-scores}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 sol() { python3 -c "from sol_execbench.cli.main import main; main()" "$@"; }
-sol dataset run tests/data/conformance/samples -o "$OUT/run" --blob-precheck warn --timeout 120 \
+sol dataset run "${SCORES_ROOT:-tests/data/conformance/samples}" -o "$OUT/run" --blob-precheck warn --timeout 120 \
   --amd-score-report "$OUT/score.json" --amd-sol-bound-dir "$OUT/bounds" --solar-derivation "$OUT/derivation" ${SCORES_EXTRA:-} \
   > "$OUT/run.log" 2>&1
 echo "dataset run exit $?" | tee -a "$OUT/run.log"
