@@ -59,8 +59,9 @@ def dataset_command(root: Path, out: Path, config: Path, *extra: str) -> list[st
     return [*CLI, "dataset", "run", str(root), "-o", str(out), "--config", str(config), "--device", "cpu", *extra]
 
 
-def start_run(tmp_path: Path, root: Path, out: Path, config: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(dataset_command(root, out, config, *extra), env=run_env(tmp_path),
+def start_run(tmp_path: Path, root: Path, out: Path, config: Path, *extra: str,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(dataset_command(root, out, config, *extra), env=env or run_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -271,7 +271,7 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
     timeouts.check_problems([p.key for p in every])
     slots = evaluation_slots(options.device, options.gpu_jobs)
     env_hash = host_cached_environment_hash()
-    with output_lock(output), _executor(options) as cluster:
+    with output_lock(output), _executor(options) as cluster, _warm_pools(options, slots, cluster):
         inputs = read_run_inputs(options, root, [p.key for p in every])
         ctx = LoadContext(root, output, options.solution_name, options.config, options.config_overrides(),
                           options.max_workloads, options.blob_precheck,
@@ -314,6 +314,19 @@ def _executor(options: RunOptions) -> contextlib.AbstractContextManager[RayClust
     if options.executor == "ray":
         return ray_cluster(options.ray_address, options.device)
     return contextlib.nullcontext()
+
+
+def _warm_pools(options: RunOptions, slots: list[str | None], cluster: RayCluster | None
+                ) -> contextlib.AbstractContextManager[object]:
+    """Local runs evaluate in children of a warm pool, one pool per device, started for the run where
+    none is running (and ended with it): a child that has imported torch already saves each problem
+    the seconds a fresh process spends on it. A pool serves as many evaluations at once as the run
+    has slots on that device."""
+    if cluster is not None or not options.use_warm_pool:
+        return contextlib.nullcontext()
+    from sol_execbench.evaluate import warm_pools
+
+    return warm_pools(slots, spares=max(slots.count(s) for s in slots))
 
 
 def _derive_only(options: RunOptions, root: Path, output: Path, selected: list[DatasetProblem]) -> RunResult:

@@ -19,6 +19,14 @@ def evaluate(*args, **kwargs):
     return _evaluate(*args, **kwargs)
 
 
+def warm_pools(*args, **kwargs):
+    """See ``sol_execbench.evaluate.parent.warm_pool.warm_pools`` (imported when used: the pool's
+    server runs that module as ``__main__``)."""
+    from .parent.warm_pool import warm_pools as _warm_pools
+
+    return _warm_pools(*args, **kwargs)
+
+
 class _CallableModule(types.ModuleType):
     # The package and the API function share the name ``sol_execbench.evaluate`` (the layout and
     # the documented API both ask for it); calling the package calls the function.
@@ -28,4 +36,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["EvalOptions", "Problem", "UsageProblem", "evaluate", "evaluate_problem", "load_problem", "resolve_paths"]
+__all__ = ["EvalOptions", "Problem", "UsageProblem", "evaluate", "evaluate_problem", "load_problem", "resolve_paths", "warm_pools"]

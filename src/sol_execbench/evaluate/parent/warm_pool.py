@@ -14,6 +14,7 @@ visibility and allocator variables) matches the pool's; otherwise the evaluation
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import sol_execbench
 from sol_execbench.platform.host import runtime_dir
@@ -45,8 +46,18 @@ POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
 
 
+# A pool of one run's own (``warm_pools``): its name is in the environment of the process that
+# started it, so that process's evaluations find it and no other run's do.
+POOL_NAME_ENV = "SOL_EXECBENCH_POOL_NAME"
+
+
+def _pool_file(device: str | None, suffix: str) -> Path:
+    name = os.environ.get(POOL_NAME_ENV, "")
+    return runtime_dir() / f"pool-{name + '-' if name else ''}{(device or 'auto').replace(':', '_')}.{suffix}"
+
+
 def server_socket_path(device: str | None) -> Path:
-    return runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.sock"
+    return _pool_file(device, "sock")
 
 
 def source_stamp(root: Path) -> str:
@@ -146,20 +157,60 @@ def stop_pool(device: str | None) -> dict[str, Any] | None:
     return _request(server_socket_path(device), {"op": "stop"}, timeout=10)
 
 
-def start_pool(device: str | None, spares: int, idle_timeout_s: float) -> subprocess.Popen:
-    """Start the pool server in the background (its own session, output to a log in the runtime dir)."""
-    log = open(runtime_dir() / f"pool-{(device or 'auto').replace(':', '_')}.log", "ab")
+def start_pool(device: str | None, spares: int, idle_timeout_s: float, owner_pid: int | None = None) -> subprocess.Popen:
+    """Start the pool server in the background (its own session, output to a log in the runtime dir).
+    With ``owner_pid`` it also ends, within half a second, once that process is gone."""
+    log = open(_pool_file(device, "log"), "ab")
     command = [sys.executable, "-m", "sol_execbench.evaluate.parent.warm_pool", "--spares", str(spares),
-               "--idle-timeout", str(idle_timeout_s)] + (["--device", device] if device else [])
+               "--idle-timeout", str(idle_timeout_s)] + (["--device", device] if device else []) \
+        + (["--exit-with-pid", str(owner_pid)] if owner_pid else [])
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
+
+
+@contextlib.contextmanager
+def warm_pools(devices: Iterable[str | None], spares: int = 1, answer_s: float = 10.0) -> Iterator[list[str | None]]:
+    """A warm pool for each device, for the length of the block, unless one started with ``worker
+    start`` answers for every device: then that one serves. Otherwise the pools are this process's
+    own, named in its environment (``POOL_NAME_ENV``) so that no other run takes from them or sees
+    them stop, ended with this process (also when it is killed) and stopped after the block. Yields
+    the devices whose pool this started, once each answers or ``answer_s`` passed; an evaluation
+    then waits for the pool's first warm child as it would for a fresh one."""
+    wanted = list(dict.fromkeys(devices))
+    if all(pool_status(device) is not None for device in wanted):
+        yield []
+        return
+    before = os.environ.get(POOL_NAME_ENV)
+    os.environ[POOL_NAME_ENV] = f"run{os.getpid()}"
+    started: list[tuple[str | None, subprocess.Popen]] = []
+    try:
+        for device in wanted:
+            started.append((device, start_pool(device, spares, idle_timeout_s=600.0, owner_pid=os.getpid())))
+        deadline = time.monotonic() + answer_s
+        for device, proc in started:
+            while proc.poll() is None and time.monotonic() < deadline and pool_status(device) is None:
+                time.sleep(0.05)
+        yield [device for device, _ in started]
+    finally:
+        for device, proc in started:
+            stop_pool(device)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if before is None:
+            os.environ.pop(POOL_NAME_ENV, None)
+        else:
+            os.environ[POOL_NAME_ENV] = before
 
 
 # -- the server --------------------------------------------------------------------------------
 
 class PoolServer:
-    def __init__(self, device: str | None, spares: int, idle_timeout_s: float):
+    def __init__(self, device: str | None, spares: int, idle_timeout_s: float, owner_pid: int | None = None):
         self.device, self.spares, self.idle_timeout_s = device, max(1, spares), idle_timeout_s
+        self.owner_pid = owner_pid
         self.fingerprint = startup_fingerprint(dict(os.environ), device)
         self.waiting: list[tuple[subprocess.Popen, str]] = []  # warming or warm, not yet handed out
         self.handed: dict[int, subprocess.Popen] = {}
@@ -256,7 +307,8 @@ class PoolServer:
             listener.listen(16)
             self._replenish()
             try:
-                while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s:
+                while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s \
+                        and (self.owner_pid is None or _alive(self.owner_pid)):
                     ready, _, _ = select.select([listener], [], [], 0.5)
                     if ready:
                         conn, _ = listener.accept()
@@ -279,12 +331,12 @@ class PoolServer:
             if proc.poll() is not None and time.monotonic() - self.last_request > 60:
                 self.handed.pop(pid, None)
 
-    def _clean_after(self, pid: int) -> None:
+    def _clean_after(self, pid: int, abandoned: bool = False) -> None:
         """A handed-out child ended: if the evaluation that took it is gone too (killed by SIGKILL,
-        it removed nothing), remove its staging folder. Only a folder of the evaluation's own
-        making: named ``sol-execbench-*``, holding its job file."""
+        it removed nothing) or ``abandoned`` it, remove its staging folder. Only a folder of the
+        evaluation's own making: named ``sol-execbench-*``, holding its job file."""
         taker, staging = self.cleanups.pop(pid, (0, ""))
-        if not staging or _alive(taker):
+        if not staging or (_alive(taker) and not abandoned):
             return
         folder = Path(staging)
         if folder.name.startswith("sol-execbench-") and (folder / "job.json").is_file():
@@ -292,6 +344,15 @@ class PoolServer:
 
     def _shutdown(self, path: Path) -> None:
         self.stopping = True
+        if self.owner_pid is not None:
+            # A run's own pool stops as its run ends (or dies): a child still out belongs to an
+            # evaluation the run abandoned (SIGTERM), whose thread will not remove its staging folder.
+            for pid, proc in list(self.handed.items()):
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                self._clean_after(pid, abandoned=True)
         for proc, sock in self.waiting:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -317,8 +378,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--spares", type=int, default=2)
     parser.add_argument("--idle-timeout", type=float, default=900.0)
+    parser.add_argument("--exit-with-pid", type=int, default=None)
     args = parser.parse_args(argv)
-    PoolServer(args.device, args.spares, args.idle_timeout).serve()
+    PoolServer(args.device, args.spares, args.idle_timeout, args.exit_with_pid).serve()
 
 
 if __name__ == "__main__":
