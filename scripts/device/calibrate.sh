@@ -19,7 +19,8 @@ set -uo pipefail
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.." || exit 2
 PY="${PYTHON:-python}"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/device/env.sh
+device_env "$OUT/install.log" || exit 1
 export SOL_EXECBENCH_CACHE_DIR="$OUT/cache"
 PROBLEM="${PROBLEM:-tests/data/conformance/samples/jamba_attn_proj}"
 SEB=("$PY" -c 'import sys; sys.argv[0] = "sol-execbench"; from sol_execbench.cli.main import main; main()')

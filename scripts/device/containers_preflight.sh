@@ -6,7 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/device-containers}"
 mkdir -p "${OUT}"
-export PYTHONPATH="src${PYTHONPATH:+:${PYTHONPATH}}"
+source scripts/device/env.sh
+device_env "$OUT/install.log" || exit 1
 SE=(python3 -c 'from sol_execbench.cli.main import main; main()')
 
 for target in cuda-12.8-ubuntu-24.04-container cuda-13.0-ubuntu-24.04-container rocm-7.1.1-ubuntu-24.04-container; do

