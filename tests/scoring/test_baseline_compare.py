@@ -131,16 +131,11 @@ def test_the_device_vendor_decides_else_the_hardware_string(hardware: str, vendo
     assert made_on_amd(Trace.model_validate(trace("a", "w", hardware=hardware, vendor=vendor))) is amd
 
 
-def test_configuration_page_lists_every_option_and_default():
-    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    section = page.split("## `sol-execbench-baseline`", 1)[1].split("\n## ", 1)[0]
-    rows = {line.split("|")[1].strip().strip("`"): line.split("|")[2].strip() for line in section.splitlines()
-            if line.startswith("| `")}
-    for param in baseline_command.params:
-        (flag,) = [f for f in param.opts if f.startswith("--")]
-        assert flag in rows, flag
-        if param.required:
-            assert rows[flag] == "required", flag
-        elif isinstance(param.default, (str, float)):
-            assert str(param.default) in rows[flag], (flag, rows[flag])
-    assert set(rows) == {f for p in baseline_command.params for f in p.opts if f.startswith("--")}
+def test_sol_execbench_baseline_is_the_same_command(tmp_path: Path):
+    candidate, baseline = _runs(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    args = ["--candidate", str(candidate), "--baseline", str(baseline), "--format", "json"]
+    sub = subprocess.run([sys.executable, "-c", "from sol_execbench.cli.main import main; main()", "baseline", *args],
+                         capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert sub.returncode == 0, sub.stderr
+    assert json.loads(sub.stdout) == json.loads(_tool(tmp_path, *args).stdout)

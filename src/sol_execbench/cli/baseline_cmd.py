@@ -1,5 +1,6 @@
 """``sol-execbench-baseline``: compare a candidate's traces with one or more baselines' (no GPU, no
-torch). Its own console script, as the configuration reference names it."""
+torch). Its own console script, as the configuration reference names it, and the same command as
+``sol-execbench baseline``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 
 from sol_execbench.cli.errors import fail
+from sol_execbench.cli.main import cli
 from sol_execbench.scoring.comparison import DEFAULT_PARITY_PCT, DEFAULT_WIN_PCT
 
 PROG = "sol-execbench-baseline"
@@ -92,6 +94,9 @@ def baseline_command(candidate: Path, baselines: tuple[Path, ...], output_format
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(f"--output {output}: cannot be written ({exc.strerror or exc}); give a writable path")
+
+
+cli.add_command(baseline_command, "baseline")
 
 
 def main() -> None:

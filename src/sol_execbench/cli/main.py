@@ -68,6 +68,7 @@ def _register() -> None:
     from sol_execbench.cli import calibrate_cmd  # noqa: F401
     from sol_execbench.cli import report_cmd  # noqa: F401
     from sol_execbench.cli import bench_cmd  # noqa: F401
+    from sol_execbench.cli import baseline_cmd  # noqa: F401
 
 
 def main() -> None:
