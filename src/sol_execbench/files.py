@@ -6,6 +6,7 @@ import contextlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -33,3 +34,10 @@ def replace_file(path: Path, data: bytes | str) -> None:
             temporary.unlink()
         raise
     _fsync_folder(path.parent)
+
+
+def replace_json(path: Path, model: Any, **dump: Any) -> Path:
+    """``replace_file`` with a pydantic model as indented JSON and a final newline (``dump``: the
+    options of ``model_dump_json``, as ``exclude``)."""
+    replace_file(path, model.model_dump_json(indent=2, **dump) + "\n")
+    return path

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sol_execbench.files import replace_json
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep, SkippedConfiguration
 
 from .allreduce_metrics import ELEMENT_BYTES, algbw_gbps, busbw_gbps, fits_by_configuration, message_sizes
@@ -176,6 +177,6 @@ def write_outputs(sweep: AllreduceSweep, output: Path, figures: bool = True) -> 
     from .allreduce_figures import render_allreduce
 
     output.mkdir(parents=True, exist_ok=True)
-    (output / JSON_FILE).write_text(sweep.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    replace_json(output / JSON_FILE, sweep)
     write_summary_csv(sweep, output / CSV_FILE)
     return [output / JSON_FILE, output / CSV_FILE, *(render_allreduce(sweep, output) if figures else [])]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sol_execbench.files import replace_json
 from sol_execbench.schema import Definition, EvaluationStatus, Solution, Trace
 from sol_execbench.schema.benches import BaselineEntry, BaselineFile, BaselineStats
 
@@ -229,9 +230,9 @@ def _run_mode(options: BaselineOptions, mode: BaselineMode, units: list[RunUnit]
               fresh_children: bool) -> dict[str, dict[str, BaselineEntry]]:
     from sol_execbench.dataset.discovery import DatasetUsageError
     from sol_execbench.dataset.options import RunOptions
-    from sol_execbench.schema.trace_files import read_traces, traces_file
     from sol_execbench.dataset.runner import run_dataset
     from sol_execbench.dataset.solutions import GeneratedSolution
+    from sol_execbench.schema.trace_files import read_traces, traces_file
 
     generated = None if mode.backend is None else GeneratedSolution(
         f"torch.compile {mode.name}", lambda definition: compile_solution(definition, mode))
@@ -291,7 +292,7 @@ def run_baselines(options: BaselineOptions) -> tuple[list[Path], list[str]]:
         levels = _run_mode(options, mode, units, folder / "runs", fresh_children=bool(extra_env))
         path = folder / f"{mode.file_stem}{'_test' if options.test else ''}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(BaselineFile(levels).model_dump_json(indent=2, exclude_none=True) + "\n", encoding="utf-8")
+        replace_json(path, BaselineFile(levels), exclude_none=True)
         written.append(path)
     snapshot = write_snapshot_sidecar(None, folder / ENVIRONMENT_FILE)
     written += [snapshot] if snapshot else []

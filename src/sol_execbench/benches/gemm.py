@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.schema import Definition, DTYPES, Solution, Trace, Workload
+from sol_execbench.files import replace_json
+from sol_execbench.schema import DTYPES, Definition, Solution, Trace, Workload
 from sol_execbench.schema.benches import GemmPoint, GemmSweep
 
 from .errors import BenchUsageError
@@ -224,7 +225,7 @@ def _evaluate(definition: Definition, workloads: list[Workload], solution: Solut
 
 
 def run_gemm(options: GemmOptions) -> GemmSweep:
-    from sol_execbench.schema import load_solution, Loaded
+    from sol_execbench.schema import Loaded, load_solution
 
     unknown = [d for d in options.dtypes if d not in DTYPE_NAMES]
     if unknown:
@@ -267,5 +268,5 @@ def write_outputs(sweep: GemmSweep, output: Path, figures: bool = True) -> list[
     from .gemm_figures import render_gemm
 
     output.mkdir(parents=True, exist_ok=True)
-    (output / JSON_FILE).write_text(sweep.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    replace_json(output / JSON_FILE, sweep)
     return [output / JSON_FILE, *(render_gemm(sweep, output) if figures else [])]

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Iterable
 
 from sol_execbench import __version__
+from sol_execbench.files import replace_file
 from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMatrix, DockerPreflight
 from sol_execbench.schema.loading import FormatError, parse_json, read_text, validate
-from sol_execbench.files import replace_file
 
 
 def now_utc() -> str:

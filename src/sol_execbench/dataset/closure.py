@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from sol_execbench.files import replace_json
 from sol_execbench.schema import FormatError, load_workloads
 from sol_execbench.schema.dataset_inputs import ClosureWorkload, ExecutionClosure
 
 from .discovery import DatasetProblem
 from .inputs import RunInputs, problem_key
-from sol_execbench.files import replace_file
 
 
 def _blockers(inputs: RunInputs, root: Path, keys: list[str]) -> dict[tuple[str, str | int], list[str]]:
@@ -66,4 +66,4 @@ def build_closure(inputs: RunInputs, root: Path, problems: list[DatasetProblem],
 
 def write_closure(path: Path, closure: ExecutionClosure) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, closure.model_dump_json(indent=2).encode() + b"\n")
+    replace_json(path, closure)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sol_execbench.files import replace_json
 from sol_execbench.platform.peaks import PartPeaks, UnknownPartError, known_parts, peaks_for
 from sol_execbench.schema import Trace
 from sol_execbench.schema.bound import ProblemBound, ProblemDerivation
@@ -28,8 +29,6 @@ from sol_execbench.scoring.score import ProblemInput, score_problems
 from .discovery import DatasetProblem, DatasetUsageError, is_problem_folder
 from .execution import now_iso
 from .options import RunOptions
-from sol_execbench.files import replace_file
-
 from .records import sha256_bytes
 
 DERIVATION_FILE = "derivation.json"
@@ -42,12 +41,6 @@ class DerivedOutputs:
 
     score_report: ScoreReport | None
     written: tuple[Path, ...]
-
-
-def _write_model(path: Path, model) -> Path:  # noqa: ANN001 - any pydantic model
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, model.model_dump_json(indent=2).encode() + b"\n")
-    return path
 
 
 def load_scoring_baseline(path: Path) -> tuple[ScoringBaseline, bytes]:
@@ -159,13 +152,13 @@ def derive_outputs(options: RunOptions, root: Path, output: Path, problems: list
     derived = [_derive(p) for p in problems]
     written: list[Path] = []
     if options.solar_derivation is not None:
-        written += [_write_model(options.solar_derivation / p.key / DERIVATION_FILE, d)
+        written += [replace_json(options.solar_derivation / p.key / DERIVATION_FILE, d)
                     for p, (d, _) in zip(problems, derived) if d is not None]
     if part is None:
         return DerivedOutputs(None, tuple(written))
     report, bounds = _report(root, output, problems, traces, derived, part, baseline, source)
     if options.amd_sol_bound_dir is not None:
-        written += [_write_model(options.amd_sol_bound_dir / p.key / BOUND_FILE, b)
+        written += [replace_json(options.amd_sol_bound_dir / p.key / BOUND_FILE, b)
                     for p, b in zip(problems, bounds) if b is not None]
-    written.append(_write_model(options.amd_score_report, report))
+    written.append(replace_json(options.amd_score_report, report))
     return DerivedOutputs(report, tuple(written))

@@ -10,14 +10,21 @@ from pathlib import Path
 from typing import Callable
 
 from sol_execbench.evaluate import UsageProblem, load_problem
-from sol_execbench.schema import (DTYPES, BenchmarkConfig, Definition, FormatError, Solution, Workload,
-                                  load_definition, merge_configs)
+from sol_execbench.files import replace_file
+from sol_execbench.schema import (
+    DTYPES,
+    BenchmarkConfig,
+    Definition,
+    FormatError,
+    Solution,
+    Workload,
+    load_definition,
+    merge_configs,
+)
 from sol_execbench.schema.dataset_run import RunHashes
 
 from .blobs import BlobCheck, blob_roots, check_blobs
 from .discovery import DatasetProblem, DatasetUsageError
-from sol_execbench.files import replace_file
-
 from .records import read_run_record, sha256_json
 from .solutions import REFERENCE_ORIGIN, GeneratedSolution, reference_solution, wrapped_python_file
 

@@ -18,10 +18,10 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel
 
+from sol_execbench.files import replace_file, replace_json
 from sol_execbench.schema import Trace
-from sol_execbench.schema.trace_files import TRACES_FILE
 from sol_execbench.schema.dataset_run import RunRecord
-from sol_execbench.files import replace_file
+from sol_execbench.schema.trace_files import TRACES_FILE
 
 RUN_RECORD_FILE = "run.json"
 PARTIAL_TRACES_FILE = ".traces.partial.jsonl"
@@ -58,7 +58,7 @@ def commit_problem(folder: Path, traces: list[Trace], record: RunRecord) -> None
     replace_file(folder / TRACES_FILE, traces_bytes(traces))
     with contextlib.suppress(OSError):  # before the record: a finished problem has no partial file
         (folder / PARTIAL_TRACES_FILE).unlink()
-    replace_file(folder / RUN_RECORD_FILE, record.model_dump_json(indent=2).encode() + b"\n")
+    replace_json(folder / RUN_RECORD_FILE, record)
 
 
 class PartialTraces:

@@ -19,21 +19,20 @@ from pathlib import Path
 from typing import Iterator
 
 from sol_execbench import __version__
+from sol_execbench.files import replace_json
 from sol_execbench.schema.dataset_run import DatasetSummary, ProblemSummary, RunRecord
 from sol_execbench.schema.trace_files import traces_file
 
+from .closure import build_closure, write_closure
 from .derived import DerivedOutputs, derive_outputs
 from .devices import evaluation_slots
 from .discovery import DatasetProblem, DatasetUsageError, discover, is_problem_folder, select
 from .events import EventSink, ProblemOrder, RunEvent, RunPlan
 from .execution import EvaluationSettings, ProblemResult, evaluate_problem_shards, now_iso, prebuild
-from .closure import build_closure, write_closure
 from .inputs import RunInputs, read_run_inputs
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
-from .ray_executor import RayCluster, ray_cluster, run_on_ray
 from .options import JOBS_CAP, PREPARE_JOBS_CAP, RunOptions, check_combination, cpu_jobs
-from sol_execbench.files import replace_file
-
+from .ray_executor import RayCluster, ray_cluster, run_on_ray
 from .records import commit_problem, partial_traces, sha256_bytes, traces_bytes
 from .reuse import Reused, earlier_results
 from .scheduler import RunControl, Scheduler
@@ -294,7 +293,7 @@ def run_dataset(options: RunOptions, on_event: EventSink = _ignore) -> RunResult
             run.run(to_run, slots, cluster)
         finally:  # a stopped run still says what it finished
             summary = _summary(run, root, output, started_at, began)
-            replace_file(output / SUMMARY_FILE, summary.model_dump_json(indent=2).encode() + b"\n")
+            replace_json(output / SUMMARY_FILE, summary)
         closure_path = options.closure_path
         if closure_path is not None:
             outcomes = {k: (s.outcome, run.statuses.get(k, {})) for k, s in run.summaries.items()}

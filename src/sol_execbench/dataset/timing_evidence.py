@@ -19,16 +19,21 @@ from pathlib import Path
 
 from sol_execbench import __version__
 from sol_execbench.evaluate import EvalOptions
+from sol_execbench.files import replace_file, replace_json
 from sol_execbench.platform import vendor_hint
 from sol_execbench.profiling.profile_run import run_profiling_child, tool_prefix, tool_version, workload_profiles
 from sol_execbench.schema import Trace, Workload
-from sol_execbench.schema.profiling import (ProblemCoverage, ProblemTimingEvidence, TimingCoverage, TimingCoverageSummary,
-                                            WorkloadTimingEvidence)
+from sol_execbench.schema.profiling import (
+    ProblemCoverage,
+    ProblemTimingEvidence,
+    TimingCoverage,
+    TimingCoverageSummary,
+    WorkloadTimingEvidence,
+)
 from sol_execbench.schema.trace_files import read_traces, traces_file
 
 from .discovery import DatasetProblem, DatasetUsageError, discover, select
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
-from .records import replace_file
 
 EVIDENCE_FILE = "timing_evidence.json"
 SHARD_FOLDER = "workloads"
@@ -113,11 +118,6 @@ def _read_model(path: Path, model):  # noqa: ANN001, ANN202 - any pydantic model
         return None
 
 
-def _write_model(path: Path, model) -> None:  # noqa: ANN001
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, model.model_dump_json(indent=2).encode() + b"\n")
-
-
 def _passed_latency(trace: Trace | None) -> float | None:
     if trace is None or trace.evaluation is None or trace.evaluation.performance is None:
         return None
@@ -186,7 +186,7 @@ def _problem_evidence(loaded: LoadedProblem, options: TimingEvidenceOptions, pro
     for group in groups:
         for uuid, shard in profiler.profile(loaded, group).items():
             shards[uuid] = shard
-            _write_model(_shard_path(options.folder, key, uuid), _tied(shard, traces.get(uuid)))
+            replace_json(_shard_path(options.folder, key, uuid), _tied(shard, traces.get(uuid)))
     rows = [_tied(shards[w.uuid], traces.get(w.uuid)) for w in selected]
     coverage, reason = _coverage(rows)
     return ProblemTimingEvidence(problem=key, definition=loaded.definition.name, solution=loaded.solution.name,
@@ -288,7 +288,7 @@ def collect_timing_evidence(options: TimingEvidenceOptions, on_line=None) -> Tim
             path = traces_file(output / problem.key)
             traces = {t.workload.uuid: t for t in read_traces(path)} if path is not None else {}
             evidence = _problem_evidence(loaded, options, profiler, traces)
-        _write_model(options.folder / problem.key / EVIDENCE_FILE, evidence)
+        replace_json(options.folder / problem.key / EVIDENCE_FILE, evidence)
         done.append(problem.key)
         if on_line:
             on_line(f"{problem.key}: {evidence.coverage} ({evidence.reason[:200]})")
@@ -317,9 +317,9 @@ def write_coverage(root: Path, problems: list[str], options: TimingEvidenceOptio
                                     complete=counts["full"] >= denominator, **counts)
     folder = options.folder
     folder.mkdir(parents=True, exist_ok=True)
-    replace_file(folder / COVERAGE_FILES[0], coverage.model_dump_json(indent=2).encode() + b"\n")
+    replace_json(folder / COVERAGE_FILES[0], coverage)
     replace_file(folder / COVERAGE_FILES[1], _markdown(coverage, summary).encode())
-    replace_file(folder / COVERAGE_FILES[2], summary.model_dump_json(indent=2).encode() + b"\n")
+    replace_json(folder / COVERAGE_FILES[2], summary)
     return coverage, summary
 
 

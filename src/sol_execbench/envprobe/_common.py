@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sol_execbench.platform.host import torch_dir  # noqa: F401  (re-exported for the probe modules)
 from sol_execbench.files import replace_file
+from sol_execbench.platform.host import torch_dir  # noqa: F401  (re-exported for the probe modules)
 
 SHORT_TIMEOUT_S = 5.0
 """Time box of one external command in a default probe."""

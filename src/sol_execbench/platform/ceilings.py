@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sol_execbench.files import replace_file
+from sol_execbench.files import replace_json
 from sol_execbench.schema.calibration import CALIBRATION_FORMAT_VERSION, Calibration, CalibrationKey
 
 from .device import DeviceInfo
@@ -132,7 +132,7 @@ def load_calibration(key: CalibrationKey) -> Calibration | None:
 def store_calibration(calibration: Calibration) -> Path:
     """Write the calibration under its key (atomically: a reader sees the old file or the new one)."""
     path = calibration_path(calibration.key)
-    replace_file(path, calibration.model_dump_json(indent=2, exclude={"cache_file", "from_cache"}))
+    replace_json(path, calibration, exclude={"cache_file", "from_cache"})
     return path
 
 

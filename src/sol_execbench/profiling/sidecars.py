@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from sol_execbench.evaluate.parent.runner import private_dir, safe_file_stem
+from sol_execbench.files import replace_json
 
 
 def profiles_dir() -> Path:
@@ -30,6 +31,4 @@ def sidecar_stem(output_path: Path | None, solution_name: str) -> Path:
 def write_sidecar(stem: Path, suffix: str, model: BaseModel) -> Path:
     """Write ``<stem>.<suffix>``; raises OSError when it cannot."""
     target = stem.with_name(f"{stem.name}.{suffix}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(model.model_dump_json(indent=2) + "\n")
-    return target
+    return replace_json(target, model)
