@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from click.testing import CliRunner
 from sol_execbench.cli.main import _register, cli
 from sol_execbench.schema.profiling import ProfileSidecar, StaticEvidenceSidecar
 
+from .stand_ins import NCU_OPTIONS, write_tool
+
 _register()
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "examples" / "rmsnorm"
@@ -22,27 +23,10 @@ BASE = [str(RMSNORM), "--solution", str(RMSNORM / "solution_pytorch.json"), "--c
         "--device", "cpu", "--only", "rmsnorm-small", "--no-warm-pool", "--profile-calls", "3"]
 
 # Stands in for ncu: skips ncu's options, writes only a banner to --log-file, runs the program.
-FAKE_NCU_NO_KERNELS = """#!/bin/sh
-log=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --log-file) log="$2"; shift 2;;
-    --csv|--nvtx) shift;;
-    --*) shift 2;;
-    *) break;;
-  esac
-done
-echo "==PROF== Disconnected: no kernels were profiled" > "$log"
+FAKE_NCU_NO_KERNELS = "#!/bin/sh\n" + NCU_OPTIONS + """echo "==PROF== Disconnected: no kernels were profiled" > "$log"
 exec "$@"
 """
 FAKE_NCU_FAILING = "#!/bin/sh\necho '==ERROR== the fake ncu refuses to run' >&2\nexit 1\n"
-
-
-def _tool(folder: Path, name: str, text: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
 def _evaluate(tmp_path: Path, *extra: str):
@@ -91,7 +75,7 @@ def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path
     assert path.parent == tmp_path / f"sol-execbench-{os.getuid()}" / "profiles" and path.name.endswith(".profile.ncu.json")
     assert "ncu not found" in ProfileSidecar.model_validate_json(path.read_text()).attempts[0].error
 
-    _tool(tools, "ncu", FAKE_NCU_FAILING)
+    write_tool(tools, "ncu", FAKE_NCU_FAILING)
     result, out = _evaluate(tmp_path / "failing", "--profile", "ncu")
     assert result.exit_code == 0 and [t["evaluation"]["status"] for t in _traces(out)] == ["PASSED"]
     sidecar = ProfileSidecar.model_validate_json((out.parent / "traces.profile.ncu.json").read_text())
@@ -101,7 +85,7 @@ def test_missing_and_failing_ncu_are_recorded_and_the_evaluation_stands(tmp_path
 
 def test_ncu_recording_no_kernels_then_auto_falls_back_to_torch(tmp_path, monkeypatch):
     tools = tmp_path / "bin"
-    _tool(tools, "ncu", FAKE_NCU_NO_KERNELS)
+    write_tool(tools, "ncu", FAKE_NCU_NO_KERNELS)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     result, out = _evaluate(tmp_path, "--profile", "ncu")
     assert result.exit_code == 0
@@ -123,7 +107,7 @@ def test_launcher_hook_prefix_and_environment_reach_the_child(tmp_path):
     from sol_execbench import evaluate
 
     record = tmp_path / "record.txt"
-    _tool(tmp_path, "wrap", f'#!/bin/sh\necho "$HOOK_MARK $#" >> "{record}"\nexec "$@"\n')
+    write_tool(tmp_path, "wrap", f'#!/bin/sh\necho "$HOOK_MARK $#" >> "{record}"\nexec "$@"\n')
     small = json.loads((RMSNORM / "workload.jsonl").read_text().splitlines()[0])
     traces = evaluate(RMSNORM / "definition.json", [small], RMSNORM / "solution_pytorch.json",
                       ROOT / "examples" / "cpu_config.json", device="cpu", child_prefix=[str(tmp_path / "wrap")],

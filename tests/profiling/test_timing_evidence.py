@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from sol_execbench.schema.profiling import ProblemTimingEvidence, TimingCoverage
 
 from ..conftest import LIGHT_CONFIG
 from ..problems import add_definition, solution, workloads, write_problem
+from .stand_ins import NCU_OPTIONS, write_tool
 
 _register()
 HEAD = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
@@ -34,20 +34,8 @@ def _csv() -> str:
 
 
 def _fake_ncu(folder: Path, runs: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "ncu"
-    script.write_text(f"""#!/bin/sh
-[ "$1" = "--version" ] && {{ echo "NVIDIA (R) Nsight Compute Command Line Profiler (stand-in)"; exit 0; }}
-log=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --log-file) log="$2"; shift 2;;
-    --csv|--nvtx) shift;;
-    --*) shift 2;;
-    *) break;;
-  esac
-done
-echo run >> "{runs}"
+    version = '[ "$1" = "--version" ] && { echo "NVIDIA (R) Nsight Compute Command Line Profiler (stand-in)"; exit 0; }\n'
+    write_tool(folder, "ncu", "#!/bin/sh\n" + version + NCU_OPTIONS + f"""echo run >> "{runs}"
 "$@"
 code=$?
 cat > "$log" <<'CSV'
@@ -56,7 +44,6 @@ cat > "$log" <<'CSV'
 CSV
 exit $code
 """)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
 def invoke(*args: str):
