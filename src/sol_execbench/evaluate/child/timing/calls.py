@@ -136,8 +136,7 @@ class SideCalls:
             self.region.exit_call()
 
     def arguments(self) -> list[Any]:
-        """The next call's arguments (a new address), an audited call's outputs kept first."""
-        self.settle()
+        """The next call's arguments (a new address)."""
         with torch.profiler.record_function(SETUP_RANGE):
             return self.fresh()
 

@@ -311,8 +311,6 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
             session.check()
             probe.launch(probe.CYCLES)
             cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
-        for side in plan.sides:
-            side.settle()
         synchronize(plan.device)
     result.hold_us = {name: h.us for name, h in holds.items()}
     phase("    device pass: profiler stopped")
@@ -396,8 +394,6 @@ def events_pass(plan: PassPlan) -> DevicePass:
         waited = _timed(plan, side, args, body)
         result.spans_ms[side.name].append(start.elapsed_time(end))
         cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
-    for side in plan.sides:
-        side.settle()
     synchronize(plan.device)
     result.hold_us = {name: h.us for name, h in holds.items()}
     return result

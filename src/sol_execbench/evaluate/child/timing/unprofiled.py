@@ -69,7 +69,5 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
         side.observe(args, returned)
         result.spans_ms[side.name].append(span)
         cool_down(plan.cooldown, waited)
-    for side in plan.sides:
-        side.settle()
     synchronize(plan.device)
     return result
