@@ -93,12 +93,16 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
                       reuse: bool) -> None:
     """All-reduce over message sizes, GPU counts and buffer kinds: time, algbw, busbw (nccl-tests' columns)."""
     from sol_execbench.benches.allreduce import BUFFER_KINDS, JSON_FILE, AllreduceOptions, run_allreduce, write_outputs
+    from sol_execbench.benches.allreduce_metrics import largest_size_link_lines
     from sol_execbench.benches.errors import BenchUsageError
     from sol_execbench.schema.benches import AllreduceSweep
 
     try:
         if reuse:
-            _written(write_outputs(_read_model(AllreduceSweep, output / JSON_FILE, "--reuse"), output))
+            sweep = _read_model(AllreduceSweep, output / JSON_FILE, "--reuse")
+            _written(write_outputs(sweep, output))
+            for line in largest_size_link_lines(sweep):
+                click.echo(line)
             return
         sweep = run_allreduce(AllreduceOptions(output=output, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor,
                                                rank_counts=rank_counts, buffer_kinds=buffer_kinds or BUFFER_KINDS,
@@ -108,6 +112,8 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
     _note_figures()
     for skipped in sweep.skipped:
         click.echo(f"skipped {skipped.buffer_kind} with {skipped.ranks} rank(s): {skipped.reason}")
+    for line in largest_size_link_lines(sweep):
+        click.echo(line)
     unchecked = [m for m in sweep.measurements if not m.checked]
     click.echo(f"{len(sweep.measurements)} measurements, {len(unchecked)} with a wrong sum; {output / JSON_FILE}")
     if unchecked:
