@@ -19,7 +19,9 @@ def test_allreduce_on_one_gpu(tmp_path):
                  "--iterations", "5", "--warmup", "2", "-o", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = AllreduceSweep.model_validate_json((tmp_path / "allreduce.json").read_text())
-    assert sweep.backend == "nccl"
+    assert sweep.backend == "nccl" and "CUDA event" in sweep.time_rule  # the device's time, not the host loop's
+    # a known part has its datasheet link bandwidth (per direction), an unknown one says why not
+    assert (sweep.link_datasheet_gbps is None) == ("no " in (sweep.link_source or "no "))
     regular = [m for m in sweep.measurements if m.buffer_kind == "regular"]
     assert len(regular) == 2 * 5 and all(m.checked and m.busbw_gbps == 0.0 for m in regular)
     kinds = {m.buffer_kind for m in sweep.measurements} | {s.buffer_kind for s in sweep.skipped}

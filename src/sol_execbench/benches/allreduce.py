@@ -62,7 +62,7 @@ class AllreduceOptions:
     """For one GPU count's whole group of processes."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -164,7 +164,7 @@ def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
     with tempfile.TemporaryDirectory(prefix="sol-execbench-allreduce-") as folder:
         for ranks in counts:
             result_path = Path(folder) / f"ranks{ranks}.jsonl"
-            plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=_free_port(),
+            plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=free_port(),
                             sizes=sizes, buffer_kinds=options.buffer_kinds, warmup=options.warmup,
                             iterations=options.iterations, result_path=str(result_path), timeout_s=options.timeout_s)
             failure = run_ranks(plan)

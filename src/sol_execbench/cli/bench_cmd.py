@@ -18,7 +18,7 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _read_model(model: type, path: Path, flag: str):  # noqa: ANN202 - a pydantic model of ``model``
+def read_bench_file(model: type, path: Path, flag: str):  # noqa: ANN202 - a pydantic model of ``model``
     """A bench JSON file as its model; a missing or malformed file exits 2 naming it."""
     from pydantic import ValidationError
 
@@ -99,7 +99,7 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
 
     try:
         if reuse:
-            sweep = _read_model(AllreduceSweep, output / JSON_FILE, "--reuse")
+            sweep = read_bench_file(AllreduceSweep, output / JSON_FILE, "--reuse")
             _written(write_outputs(sweep, output))
             for line in largest_size_link_lines(sweep):
                 click.echo(line)
@@ -170,7 +170,7 @@ def gemm_command(output: Path, shapes: tuple[str, ...], families: tuple[str, ...
 
     try:
         if reuse:
-            _written(write_outputs(_read_model(GemmSweep, output / JSON_FILE, "--reuse"), output))
+            _written(write_outputs(read_bench_file(GemmSweep, output / JSON_FILE, "--reuse"), output))
             return
         chosen = tuple(parse_shape(s) for s in shapes) or tuple(s for s in SHAPES
                                                                  if not families or s.family in families)
@@ -259,7 +259,7 @@ def fast_p_command(baseline_path: Path, traces_root: Path, ps: tuple[float, ...]
 
     if any(p < 0 for p in ps):
         _fail("--p: give thresholds of 0 or more")
-    baseline = _read_model(BaselineFile, baseline_path, "--baseline")
+    baseline = read_bench_file(BaselineFile, baseline_path, "--baseline")
     try:
         report = fast_p_report(baseline, baseline_path, traces_root, tuple(sorted(set(ps))) or DEFAULT_P)
     except BenchUsageError as exc:
@@ -286,8 +286,8 @@ def compare_hardware_command(a_path: Path, b_path: Path, output: Path | None, as
     from sol_execbench.benches.fast_p import compare_hardware
     from sol_execbench.schema.benches import BaselineFile
 
-    comparison = compare_hardware(_read_model(BaselineFile, a_path, "A"), a_path,
-                                  _read_model(BaselineFile, b_path, "B"), b_path)
+    comparison = compare_hardware(read_bench_file(BaselineFile, a_path, "A"), a_path,
+                                  read_bench_file(BaselineFile, b_path, "B"), b_path)
     if _report(comparison, output, as_json):
         return
     click.echo(f"B / A: A = {comparison.a_hardware} ({a_path}), B = {comparison.b_hardware} ({b_path})")
