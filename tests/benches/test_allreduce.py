@@ -128,6 +128,7 @@ def test_reuse_renders_a_committed_result(tmp_path):
     (out / "allreduce.json").write_bytes((DATA / "allreduce.json").read_bytes())
     result = cli("bench", "allreduce", "--reuse", "-o", str(out))
     assert result.returncode == 0, result.stderr
+    assert "no datasheet link bandwidth to compare busbw with: none recorded" in result.stdout  # a file without one
     for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "model_fit.png", "summary.csv"):
         assert (out / name).stat().st_size > 0, name
     # the JSON is written back unchanged in content
