@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sol_execbench.benches.allreduce_metrics import algbw_gbps, busbw_gbps, fit_alpha_beta, message_sizes
+from sol_execbench.benches.allreduce import HOST_TIME_RULE, datasheet_link
+from sol_execbench.benches.allreduce_metrics import (algbw_gbps, busbw_gbps, fit_alpha_beta, largest_size_link_lines,
+                                                     message_sizes)
+from sol_execbench.benches.allreduce_rank import RankPlan, _measure
 from sol_execbench.benches.topology import parse_matrix
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
 
@@ -99,6 +102,9 @@ def test_gloo_sweep_with_two_processes(tmp_path):
     assert result.returncode == 0, result.stderr
     sweep = AllreduceSweep.model_validate_json((out / "allreduce.json").read_text())
     assert sweep.backend == "gloo" and sweep.environment["NCCL_NVLS_ENABLE"] == "0"
+    assert sweep.time_rule == HOST_TIME_RULE and "host-clock" in sweep.time_rule  # no CUDA events on the CPU
+    assert sweep.link_datasheet_gbps is None and "CPU" in sweep.link_source
+    assert "no datasheet link bandwidth to compare busbw with" in result.stdout
     sizes = [8, 64, 512, 4096]
     for placement in ("in_place", "out_of_place"):
         got = [m for m in sweep.measurements if m.placement == placement]
@@ -122,6 +128,7 @@ def test_reuse_renders_a_committed_result(tmp_path):
     (out / "allreduce.json").write_bytes((DATA / "allreduce.json").read_bytes())
     result = cli("bench", "allreduce", "--reuse", "-o", str(out))
     assert result.returncode == 0, result.stderr
+    assert "no datasheet link bandwidth to compare busbw with: none recorded" in result.stdout  # a file without one
     for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "model_fit.png", "summary.csv"):
         assert (out / name).stat().st_size > 0, name
     # the JSON is written back unchanged in content
@@ -153,3 +160,47 @@ def test_alpha_beta_fit_never_goes_negative():
     fit = fit_alpha_beta([_point(8, 30.0), _point(64, 20.0), _point(512, 10.0)])
     assert fit.alpha_us > 0 and fit.beta_gbps is None
     assert {p.model_us for p in fit.points} == {fit.alpha_us}
+
+
+def test_cpu_measure_times_the_calls_by_the_host_clock():
+    # one rank: the all-reduce of a single rank's input is the input, so a call that leaves x as it is
+    # is that collective; the host clock sees the calls' own time, at least the sleep each makes
+    import time
+
+    import torch
+
+    plan = RankPlan(ranks=1, backend="gloo", on_gpu=False, port=0, sizes=(64,), buffer_kinds=("regular",), warmup=1,
+                    iterations=3, result_path="", timeout_s=10)
+    calls = []
+
+    def call(x):
+        calls.append(x.clone())
+        time.sleep(0.002)
+
+    seconds, error = _measure(torch, plan, call, torch.empty(16), rank=0)
+    assert error == 0.0 and len(calls) == 1 + 1 + 3  # checked, warm-up, timed
+    assert seconds >= 0.002
+
+
+def test_datasheet_link_of_the_sweep():
+    assert datasheet_link("cuda", "NVIDIA H100 80GB HBM3")[0] == pytest.approx(450.0)
+    assert "halved" in datasheet_link("cuda", "NVIDIA H100 80GB HBM3")[1]
+    gbps, why = datasheet_link("cuda", "Radeon 7900")
+    assert gbps is None and "Radeon 7900" in why and "peaks.py" in why
+    assert datasheet_link("rocm", "AMD Instinct MI355X")[0] is None
+    assert datasheet_link("cpu", "CPU (gloo)")[0] is None
+
+
+def test_largest_sizes_against_the_link():
+    def point(ranks, kind, size, busbw):
+        return AllreduceMeasurement(ranks=ranks, buffer_kind=kind, placement="in_place", bytes=size, count=size // 4,
+                                    time_us=1.0, algbw_gbps=busbw, busbw_gbps=busbw, checked=True, max_abs_error=0)
+
+    sweep = AllreduceSweep(created_at="now", backend="nccl", platform="cuda", device_name="NVIDIA H100 80GB HBM3",
+                           torch_version="2", dtype="float32", warmup=1, iterations=1, environment={}, time_rule="r",
+                           measurements=[point(2, "regular", 1 << 20, 100.0), point(2, "regular", 1 << 30, 330.0),
+                                         point(1, "regular", 1 << 30, 900.0), point(2, "cupy_nccl", 1 << 29, 225.0)],
+                           link_datasheet_gbps=450.0, link_source="H100, datasheet")
+    assert largest_size_link_lines(sweep) == [
+        "busbw at 512 MiB (2 ranks, cupy_nccl in_place): 225 GB/s = 50% of the 450 GB/s datasheet link (per direction)",
+        "busbw at 1 GiB (2 ranks, regular in_place): 330 GB/s = 73% of the 450 GB/s datasheet link (per direction)"]

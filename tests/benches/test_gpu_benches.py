@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sol_execbench.benches.allreduce import datasheet_link
 from sol_execbench.schema.benches import AllreduceSweep, BaselineFile, GemmSweep
 
 from .test_allreduce import SRC, cli
@@ -19,7 +20,8 @@ def test_allreduce_on_one_gpu(tmp_path):
                  "--iterations", "5", "--warmup", "2", "-o", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = AllreduceSweep.model_validate_json((tmp_path / "allreduce.json").read_text())
-    assert sweep.backend == "nccl"
+    assert sweep.backend == "nccl" and "CUDA event" in sweep.time_rule  # the device's time, not the host loop's
+    assert (sweep.link_datasheet_gbps, sweep.link_source) == datasheet_link(sweep.platform, sweep.device_name)
     regular = [m for m in sweep.measurements if m.buffer_kind == "regular"]
     assert len(regular) == 2 * 5 and all(m.checked and m.busbw_gbps == 0.0 for m in regular)
     kinds = {m.buffer_kind for m in sweep.measurements} | {s.buffer_kind for s in sweep.skipped}

@@ -46,3 +46,15 @@ def test_nvl_cards_are_the_datasheet_column_halved_back_to_dense():
         assert part.memory_bandwidth == bandwidth
         assert [part.matrix[d] / 1e12 for d in ("tf32", "bf16", "fp16", "fp8")] == [835 / 2, 1671 / 2, 1671 / 2, 3341 / 2]
         assert (part.matrix["fp64"], part.vector["fp64"], part.vector["fp32"]) == (60e12, 30e12, 60e12)
+
+
+@pytest.mark.parametrize("name, per_direction", [
+    ("NVIDIA H100 80GB HBM3", 450e9), ("NVIDIA H200", 450e9), ("NVIDIA H100 PCIe", 300e9), ("NVIDIA H100 NVL", 300e9),
+    ("NVIDIA B200", 900e9), ("AMD Instinct MI300X", 448e9), ("AMD Instinct MI355X", None),
+])
+def test_link_bandwidth_is_the_datasheet_total_halved_per_direction(name, per_direction):
+    part = peaks_for(name)
+    assert part.link_bandwidth == per_direction
+    assert (part.link_source is None) == (per_direction is None)
+    if per_direction is not None:
+        assert "halved" in part.link_source

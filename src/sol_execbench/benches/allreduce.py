@@ -19,7 +19,7 @@ from pathlib import Path
 from sol_execbench.files import replace_json
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep, SkippedConfiguration
 
-from .allreduce_metrics import ELEMENT_BYTES, algbw_gbps, busbw_gbps, fits_by_configuration, message_sizes
+from .allreduce_metrics import ELEMENT_BYTES, GB, algbw_gbps, busbw_gbps, fits_by_configuration, message_sizes
 from .allreduce_rank import RankPlan, run_rank
 from .errors import BenchUsageError
 from .figures import missing_matplotlib
@@ -28,9 +28,19 @@ from .topology import read_topology
 BUFFER_KINDS = ("regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl")
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 JSON_FILE, CSV_FILE = "allreduce.json", "summary.csv"
-TIME_RULE = ("per call: wall time of the timed calls between two device synchronisations, divided by their "
-             "number, after the warm-up calls (nccl-tests' method); the slowest rank's; algbw = S/t, "
-             "busbw = algbw * 2(n-1)/n")
+_BANDWIDTHS = "the slowest rank's; algbw = S/t, busbw = algbw * 2(n-1)/n"
+DEVICE_TIME_RULE = ("per call: device time of the timed calls, after the warm-up calls, between a CUDA event recorded "
+                    "on the current stream before the first and one after the last (every buffer kind's call runs on "
+                    f"or joins that stream), divided by their number; {_BANDWIDTHS}")
+HOST_TIME_RULE = ("per call: host-clock time of the timed calls (gloo on the CPU blocks until each is done), after the "
+                  f"warm-up calls, divided by their number; {_BANDWIDTHS}")
+
+
+def time_rule(on_gpu: bool) -> str:
+    """The rule ``allreduce_rank._measure`` follows on this kind of device."""
+    return DEVICE_TIME_RULE if on_gpu else HOST_TIME_RULE
+
+
 CSV_COLUMNS = ("ranks", "buffer_kind", "placement", "bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "checked",
                "max_abs_error")
 
@@ -52,7 +62,7 @@ class AllreduceOptions:
     """For one GPU count's whole group of processes."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -107,6 +117,21 @@ def _platform() -> tuple[str, str, int]:
     return device.vendor, device.name, (torch.cuda.device_count() if device.is_gpu else 0)
 
 
+def datasheet_link(platform: str, device_name: str) -> tuple[float | None, str]:
+    """(the part's datasheet link bandwidth per direction in GB/s, or None; where it comes from or why not)."""
+    from sol_execbench.platform.peaks import UnknownPartError, peaks_for
+
+    if platform == "cpu":
+        return None, "no GPU link: the ranks ran on the CPU"
+    try:
+        part = peaks_for(device_name)
+    except UnknownPartError:
+        return None, f"'{device_name}' has no entry in the peak table (platform/peaks.py)"
+    if part.link_bandwidth is None:
+        return None, f"{part.label}: no datasheet link figure in the peak table (platform/peaks.py)"
+    return part.link_bandwidth / GB, f"{part.label}, {part.link_source}"
+
+
 def _check(options: AllreduceOptions) -> None:
     unknown = [k for k in options.buffer_kinds if k not in BUFFER_KINDS]
     if unknown:
@@ -139,7 +164,7 @@ def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
     with tempfile.TemporaryDirectory(prefix="sol-execbench-allreduce-") as folder:
         for ranks in counts:
             result_path = Path(folder) / f"ranks{ranks}.jsonl"
-            plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=_free_port(),
+            plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=free_port(),
                             sizes=sizes, buffer_kinds=options.buffer_kinds, warmup=options.warmup,
                             iterations=options.iterations, result_path=str(result_path), timeout_s=options.timeout_s)
             failure = run_ranks(plan)
@@ -153,12 +178,13 @@ def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
                 skipped.extend(SkippedConfiguration(ranks=ranks, buffer_kind=k, reason=failure)
                                for k in options.buffer_kinds if k not in reached)
     measurements = [_measurement(r) for r in records]
+    link_gbps, link_source = datasheet_link(platform, device_name)
     sweep = AllreduceSweep(created_at=datetime.now(timezone.utc).isoformat(), backend="nccl" if on_gpu else "gloo",
                            platform=platform, device_name=device_name, torch_version=torch.__version__,
                            dtype=f"float32 ({ELEMENT_BYTES} bytes)", warmup=options.warmup,
-                           iterations=options.iterations, environment=dict(MULTICAST_OFF), time_rule=TIME_RULE,
+                           iterations=options.iterations, environment=dict(MULTICAST_OFF), time_rule=time_rule(on_gpu),
                            measurements=measurements, skipped=skipped, fits=fits_by_configuration(measurements),
-                           topology=read_topology(platform))
+                           topology=read_topology(platform), link_datasheet_gbps=link_gbps, link_source=link_source)
     write_outputs(sweep, options.output, figures=missing_matplotlib() is None)
     return sweep
 

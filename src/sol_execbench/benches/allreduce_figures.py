@@ -1,5 +1,6 @@
-"""The all-reduce figures, drawn from an ``AllreduceSweep`` alone: latency per GPU count, bus bandwidth
-per buffer kind (and its CSV), the alpha-beta model against the measurements, the topology."""
+"""The all-reduce figures, drawn from an ``AllreduceSweep`` alone: latency and bus bandwidth per GPU count
+(with the datasheet link bandwidth per direction, dashed), the buffer kinds (and their CSV), the
+alpha-beta model against the measurements, the topology."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ def _latency(sweep: AllreduceSweep, ranks: int, output: Path) -> Path:
     ax_time.set_yscale("log")
     ax_time.set_ylabel("time per call (us)")
     ax_bw.set_ylabel("busbw (GB/s)" if ranks > 1 else "algbw (GB/s); busbw is 0 for one rank")
+    if ranks > 1 and sweep.link_datasheet_gbps is not None:  # a ring's busbw is each link's load per direction
+        ax_bw.axhline(sweep.link_datasheet_gbps, color="black", linestyle="--", linewidth=1,
+                      label=f"datasheet link per direction ({sweep.link_datasheet_gbps:.0f} GB/s)")
+        ax_bw.legend(fontsize=7)
     ax_time.legend(fontsize=7)
     fig.suptitle(f"all-reduce, {ranks} rank(s), {sweep.backend} on {sweep.device_name}")
     return save(fig, output / f"latency_{ranks}ranks.png")

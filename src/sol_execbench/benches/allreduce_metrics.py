@@ -6,7 +6,7 @@ each link would need for a ring to finish in t; 0 for one rank, which moves noth
 
 from __future__ import annotations
 
-from sol_execbench.schema.benches import AlphaBetaFit, AllreduceMeasurement, ModelPoint
+from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep, AlphaBetaFit, ModelPoint
 
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 ELEMENT_BYTES = 4  # float32, nccl-tests' default data type
@@ -78,3 +78,27 @@ def fits_by_configuration(measurements: list[AllreduceMeasurement]) -> list[Alph
         groups.setdefault((m.ranks, m.buffer_kind, m.placement), []).append(m)
     return [fit_alpha_beta(sorted(group, key=lambda m: m.bytes)) for _key, group in sorted(groups.items())
             if len(group) >= 2]
+
+
+def size_label(size_bytes: int) -> str:
+    """1 GiB, 64 MiB, 4 KiB, 12 B: the largest binary unit that divides the size, else bytes."""
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if size_bytes >= unit and size_bytes % unit == 0:
+            return f"{size_bytes // unit} {name}"
+    return f"{size_bytes} B"
+
+
+def largest_size_link_lines(sweep: AllreduceSweep) -> list[str]:
+    """Per configuration of two or more ranks, busbw at its largest size as a fraction of the datasheet
+    link bandwidth (per direction): a ring all-reduce's busbw is what each link carries each way."""
+    link = sweep.link_datasheet_gbps
+    if link is None:
+        return [f"no datasheet link bandwidth to compare busbw with: {sweep.link_source or 'none recorded'}"]
+    largest: dict[tuple[int, str, str], AllreduceMeasurement] = {}
+    for m in sweep.measurements:
+        key = (m.ranks, m.buffer_kind, m.placement)
+        if m.ranks > 1 and (key not in largest or m.bytes > largest[key].bytes):
+            largest[key] = m
+    return [f"busbw at {size_label(m.bytes)} ({m.ranks} ranks, {m.buffer_kind} {m.placement}): {m.busbw_gbps:.0f} GB/s "
+            f"= {100 * m.busbw_gbps / link:.0f}% of the {link:.0f} GB/s datasheet link (per direction)"
+            for _key, m in sorted(largest.items())]

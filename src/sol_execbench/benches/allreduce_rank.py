@@ -2,8 +2,8 @@
 
 Every rank runs the same plan in the same order, so the collectives match. For each buffer kind,
 size and placement: one checked call (each rank's input is ``rank + 1 + (i % 7)``, the exact sum
-is known), then ``warmup`` calls and ``iterations`` timed calls between two synchronisations, as
-nccl-tests times them. The slowest rank's time and the largest error are reduced across ranks
+is known), then ``warmup`` calls and ``iterations`` timed calls: between two CUDA events on the
+current stream on a GPU, by the host clock on the CPU (``_measure``). The slowest rank's time and the largest error are reduced across ranks
 (MAX) and rank 0 appends one JSON line per measurement to the result file."""
 
 from __future__ import annotations
@@ -168,7 +168,16 @@ def _expected(torch: Any, count: int, ranks: int, device: Any) -> Any:
 
 
 def _measure(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, rank: int) -> tuple[float, float]:
-    """(seconds per call, max abs error of the checked call) on this rank."""
+    """(seconds per call, max abs error of the checked call) on this rank.
+
+    On a GPU the timed calls lie between two CUDA events on the current stream, so the time is the
+    device's from the first call's start to the last call's end, whatever the host did meanwhile.
+    Every buffer kind's call enqueues on the current stream or makes it wait for its own:
+    ``dist.all_reduce`` (``async_op=False``) makes the current stream wait on NCCL's stream, the
+    functional collective's ``wait_tensor`` does the same, the symmetric-memory ops launch on the
+    current stream and the CuPy launch is given ``torch.cuda.current_stream()``. So the end event
+    completes only after the last call has. On the CPU (gloo, which blocks until done) the host clock
+    between the first call and the return of the last is the time."""
     sync = torch.cuda.synchronize if plan.on_gpu else (lambda: None)
     _fill(torch, x, rank)
     out = call(x)
@@ -179,10 +188,17 @@ def _measure(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, ran
     for _ in range(plan.warmup):
         call(x)
     sync()
+    if plan.on_gpu:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()  # on the current stream
+        for _ in range(plan.iterations):
+            call(x)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / plan.iterations, error  # elapsed_time is in ms
     began = time.perf_counter()
     for _ in range(plan.iterations):
         call(x)
-    sync()
     return (time.perf_counter() - began) / plan.iterations, error
 
 

@@ -18,7 +18,7 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _read_model(model: type, path: Path, flag: str):  # noqa: ANN202 - a pydantic model of ``model``
+def read_bench_file(model: type, path: Path, flag: str):  # noqa: ANN202 - a pydantic model of ``model``
     """A bench JSON file as its model; a missing or malformed file exits 2 naming it."""
     from pydantic import ValidationError
 
@@ -93,12 +93,16 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
                       reuse: bool) -> None:
     """All-reduce over message sizes, GPU counts and buffer kinds: time, algbw, busbw (nccl-tests' columns)."""
     from sol_execbench.benches.allreduce import BUFFER_KINDS, JSON_FILE, AllreduceOptions, run_allreduce, write_outputs
+    from sol_execbench.benches.allreduce_metrics import largest_size_link_lines
     from sol_execbench.benches.errors import BenchUsageError
     from sol_execbench.schema.benches import AllreduceSweep
 
     try:
         if reuse:
-            _written(write_outputs(_read_model(AllreduceSweep, output / JSON_FILE, "--reuse"), output))
+            sweep = read_bench_file(AllreduceSweep, output / JSON_FILE, "--reuse")
+            _written(write_outputs(sweep, output))
+            for line in largest_size_link_lines(sweep):
+                click.echo(line)
             return
         sweep = run_allreduce(AllreduceOptions(output=output, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor,
                                                rank_counts=rank_counts, buffer_kinds=buffer_kinds or BUFFER_KINDS,
@@ -108,6 +112,8 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
     _note_figures()
     for skipped in sweep.skipped:
         click.echo(f"skipped {skipped.buffer_kind} with {skipped.ranks} rank(s): {skipped.reason}")
+    for line in largest_size_link_lines(sweep):
+        click.echo(line)
     unchecked = [m for m in sweep.measurements if not m.checked]
     click.echo(f"{len(sweep.measurements)} measurements, {len(unchecked)} with a wrong sum; {output / JSON_FILE}")
     if unchecked:
@@ -164,7 +170,7 @@ def gemm_command(output: Path, shapes: tuple[str, ...], families: tuple[str, ...
 
     try:
         if reuse:
-            _written(write_outputs(_read_model(GemmSweep, output / JSON_FILE, "--reuse"), output))
+            _written(write_outputs(read_bench_file(GemmSweep, output / JSON_FILE, "--reuse"), output))
             return
         chosen = tuple(parse_shape(s) for s in shapes) or tuple(s for s in SHAPES
                                                                  if not families or s.family in families)
@@ -253,7 +259,7 @@ def fast_p_command(baseline_path: Path, traces_root: Path, ps: tuple[float, ...]
 
     if any(p < 0 for p in ps):
         _fail("--p: give thresholds of 0 or more")
-    baseline = _read_model(BaselineFile, baseline_path, "--baseline")
+    baseline = read_bench_file(BaselineFile, baseline_path, "--baseline")
     try:
         report = fast_p_report(baseline, baseline_path, traces_root, tuple(sorted(set(ps))) or DEFAULT_P)
     except BenchUsageError as exc:
@@ -280,8 +286,8 @@ def compare_hardware_command(a_path: Path, b_path: Path, output: Path | None, as
     from sol_execbench.benches.fast_p import compare_hardware
     from sol_execbench.schema.benches import BaselineFile
 
-    comparison = compare_hardware(_read_model(BaselineFile, a_path, "A"), a_path,
-                                  _read_model(BaselineFile, b_path, "B"), b_path)
+    comparison = compare_hardware(read_bench_file(BaselineFile, a_path, "A"), a_path,
+                                  read_bench_file(BaselineFile, b_path, "B"), b_path)
     if _report(comparison, output, as_json):
         return
     click.echo(f"B / A: A = {comparison.a_hardware} ({a_path}), B = {comparison.b_hardware} ({b_path})")

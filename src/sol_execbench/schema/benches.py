@@ -101,6 +101,12 @@ class AllreduceSweep(SchemaModel):
     skipped: list[SkippedConfiguration] = Field(default_factory=list)
     fits: list[AlphaBetaFit] = Field(default_factory=list)
     topology: Topology = Field(default_factory=Topology)
+    link_datasheet_gbps: Optional[float] = Field(default=None, gt=0)
+    """The GPU's datasheet NVLink / Infinity Fabric bandwidth to its peers, per direction, in GB/s (the
+    peak table's ``link_bandwidth``); null on the CPU or for a part without a figure. A ring all-reduce's
+    busbw is directly comparable to it."""
+    link_source: Optional[str] = None
+    """Where ``link_datasheet_gbps`` comes from (part and datasheet line), or why it is null."""
 
 
 # ---------------------------------------------------------------- GEMM
