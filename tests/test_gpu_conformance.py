@@ -54,3 +54,21 @@ def test_gqa_paged_decode_without_blobs_names_them(monkeypatch):
     root = CONFORMANCE / "samples/gqa_paged_decode"
     for t in evaluate(root / "definition.json", root / "workload.jsonl", root / "solution.json"):
         assert t.evaluation.status.value == "RUNTIME_ERROR" and ".safetensors" in t.evaluation.log
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solution", ["triton/rmsnorm/solution_triton.json", "cuda_cpp/rmsnorm/solution_cuda.json"])
+def test_a_solution_evaluated_on_the_second_gpu_runs_there(solution: str):
+    """A CUDA C++ kernel launched on the current stream, or a Triton kernel, runs on torch's current
+    device: an evaluation on cuda:1 must make that device current, or its kernels (and the timing's
+    events) go to GPU 0 while the tensors live on GPU 1."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    path = CONFORMANCE / "examples" / solution
+    root = path.parent
+    traces = evaluate(root / "definition.json", root / "workload.jsonl", path, device="cuda:1")
+    for t in traces:
+        assert t.evaluation.status.value == "PASSED", f"{t.workload.uuid}: {t.evaluation.log}"
+        assert t.evaluation.device.index == 1

@@ -263,7 +263,7 @@ def run_baselines(options: BaselineOptions) -> tuple[list[Path], list[str]]:
     the dataset runs (traces, run records) under ``results/<hardware>/runs/<mode>``. Returns the files
     written and notes (modes this platform lacks)."""
     from sol_execbench.envprobe.sidecar import write_snapshot_sidecar
-    from sol_execbench.platform import current
+    from sol_execbench.platform import use_device
 
     unknown = [m for m in options.modes if m not in MODES]
     if unknown:
@@ -276,7 +276,7 @@ def run_baselines(options: BaselineOptions) -> tuple[list[Path], list[str]]:
         raise BenchUsageError(f"{options.root}: no such directory; give a dataset root or problem folder")
     units = run_units(options)
     try:
-        device = current(options.device)
+        device = use_device(options.device)
     except ValueError as exc:
         raise BenchUsageError(f"--device {options.device}: {exc}") from None
     extra_env = _child_environment(options, device.vendor)

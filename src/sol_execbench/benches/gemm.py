@@ -185,11 +185,11 @@ def _calibration(path: Path | None, info: Any) -> tuple[dict[str, float] | None,
 
 def _device_facts(device: str | None) -> tuple[Any, str | None, dict[str, float], float | None]:
     """(device info, part, datasheet TFLOP/s per dtype, memory GB/s)."""
-    from sol_execbench.platform import current
+    from sol_execbench.platform import use_device
     from sol_execbench.platform.peaks import UnknownPartError, peaks_for
 
     try:
-        info = current(device)
+        info = use_device(device)
     except ValueError as exc:
         raise BenchUsageError(f"--device {device}: {exc}") from None
     if not info.is_gpu:

@@ -50,11 +50,11 @@ def _print_table(calibration) -> None:  # noqa: ANN001 - a Calibration
 @click.option("--json", "as_json", is_flag=True, help="Print the calibration as JSON (the 'calibration' format of contract --json).")
 def calibrate_command(device_spec: str | None, refresh: bool, as_json: bool) -> None:
     """Achievable ceilings of this GPU: a large GEMM per dtype and a large copy, timed as an evaluation times a call."""
-    from sol_execbench.platform import current
+    from sol_execbench.platform import use_device
     from sol_execbench.scoring.calibration import calibrate
 
     try:
-        device = current(device_spec)
+        device = use_device(device_spec)
     except ValueError as exc:
         fail(f"--device: {exc}")
     if not device.is_gpu and device_spec is None:

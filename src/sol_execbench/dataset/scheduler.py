@@ -3,7 +3,10 @@ evaluating one problem at a time, taking the next from a shared queue (longest f
 worker owns each device is what keeps two evaluations off one GPU.
 
 In pipeline mode a pool of preparation threads works ahead in queue order (native builds into
-the build cache) while the slots evaluate; in serial mode nothing runs ahead.
+the build cache) while the slots evaluate, and a free slot takes the first problem in the queue
+whose preparation is done: a problem still building holds back no problem that is ready (its
+build would otherwise leave every slot idle for as long as the compiler runs). In serial mode
+nothing runs ahead.
 
 Worker threads are daemons and every process they start dies with the run (the evaluator's
 children and the compile processes carry the parent-death signal): a run killed at any moment
@@ -18,7 +21,7 @@ import ctypes
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterator, TypeVar
 
@@ -69,12 +72,26 @@ class Scheduler(Generic[P]):
         if pool is not None:
             prepared = {id(item): pool.submit(self.prepare, item) for item in self.items}
 
+        def take() -> tuple[bool, P | None]:
+            """(whether anything is left, the next problem ready to evaluate or None)."""
+            with queue_lock:
+                if not pending:
+                    return False, None
+                ready = next((i for i in pending if pool is None or prepared[id(i)].done()), None)
+                if ready is not None:
+                    pending.remove(ready)
+                    return True, ready
+                building = [prepared[id(i)] for i in pending]
+            wait(building, timeout=_JOIN_POLL_S, return_when=FIRST_COMPLETED)
+            return True, None
+
         def work(slot: str | None) -> None:
             while self.control.stopped is None:
-                with queue_lock:
-                    if not pending:
-                        return
-                    item = pending.popleft()
+                left, item = take()
+                if not left:
+                    return
+                if item is None:
+                    continue
                 try:
                     if pool is not None:
                         prepared[id(item)].result()

@@ -105,3 +105,16 @@ def current(spec: str | None = None) -> DeviceInfo:
         memory_bytes=props.total_memory,
         runtime_version=(torch.version.hip if is_rocm else torch.version.cuda),
     )
+
+
+def use_device(spec: str | None = None) -> DeviceInfo:
+    """``current(spec)``, made torch's current device as well. A solution's own kernels (CUDA C++
+    launched on ``getCurrentCUDAStream()``, Triton) and the timing's events, streams and spin
+    kernels all go to the current device, whatever device the tensors are on: on ``cuda:1`` with
+    the current device left at 0 they would run, or be timed, on the wrong GPU."""
+    info = current(spec)
+    if info.index is not None:
+        import torch
+
+        torch.cuda.set_device(info.index)
+    return info

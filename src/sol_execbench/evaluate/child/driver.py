@@ -79,10 +79,10 @@ def _clock_watch(config: Any, device: Any) -> tuple[Any, str | None, list[str]]:
 
 def run_job(job: dict[str, Any], channel: Any) -> None:
     """Evaluate every workload of ``job``; each outcome is sent as one trace message."""
-    from sol_execbench.platform import current
+    from sol_execbench.platform import use_device
 
     _phase("child started")
-    device = current(job.get("device"))
+    device = use_device(job.get("device"))
     _phase(f"device {device.torch_device} ready")
     quiet_warning = None
     if not device.is_gpu:

@@ -24,9 +24,9 @@ from ..channel import FD_ENV
 
 def _warm_up(device_spec: str | None) -> None:
     """Pay the one-time costs a first workload would: device context, RNG, BLAS, reductions."""
-    from sol_execbench.platform import current
+    from sol_execbench.platform import use_device
 
-    info = current(device_spec)
+    info = use_device(device_spec)
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it once, at import; the child sets it too
     # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet).

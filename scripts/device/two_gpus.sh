@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The two-GPU host (nvidia-h100-x2 or nvidia-h200-x2), about 9 minutes:
+#  1. bench allreduce over one and two GPUs, every buffer kind (NVLink multicast off: the command sets
+#     the variables), then benchmarks/allreduce_parity.py: the plainest torch.distributed loop timed by
+#     the host clock beside the sweep, the CuPy direct launch against regular, the datasheet link;
+#  2. dataset scaling: benchmarks/dataset_throughput.py with --gpu-jobs 1 (GPU 0 alone) and 2 on a
+#     PyTorch suite (evaluation-bound: no native builds, whose CPU time is the same on any GPU count);
+#  3. the same on the mixed suite (24 PyTorch, 6 CUDA C++) with the one-process-per-problem mode after
+#     it (upstream's CLI where its wheel is in .whl/), stopped by the time left.
+# Everything lands under $OUT: allreduce/ (JSON, CSV, figures), allreduce_parity.json,
+# dataset_scaling.json, dataset_mixed.json, logs/, summary.txt.
+#   usage (repo root on the GPU machine): bash scripts/device/two_gpus.sh [allreduce scaling mixed]
+#   ALLREDUCE_ARGS, SCALING_ARGS, MIXED_ARGS replace each step's sizes and suites (a dry run on a CPU:
+#   ALLREDUCE_ARGS="--cpu --max-bytes 4096 --factor 8" PARITY_ARGS=--cpu
+#   SCALING_ARGS="--problems 3 --cuda 0 --device cpu --config examples/cpu_config.json" MIXED_ARGS=...).
+set -uo pipefail
+FINAL=${OUT:-/tmp/sol-out}
+mkdir -p "$FINAL/logs"
+export PYTHONUNBUFFERED=1
+parts=${*:-allreduce scaling mixed}
+source scripts/device/env.sh
+device_env "$FINAL/logs/install.log" || exit 1
+export PATH=$PATH:/usr/local/cuda/bin
+upstream=(${UPSTREAM_PATH:+--upstream-path "$UPSTREAM_PATH"})
+summary="$FINAL/summary.txt"; : >"$summary"
+step() {
+  local name=$1 limit=$2; shift 2; local began=$SECONDS
+  timeout "$limit" "$@" >"$FINAL/logs/$name.log" 2>&1; local rc=$?
+  echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; tail -n 30 "$FINAL/logs/$name.log"
+}
+want() { [[ " $parts " == *" $1 "* ]]; }
+{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  nvidia-smi topo -m
+  python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  python3 -c 'import cupy; print("cupy", cupy.__version__)'; nproc
+} >"$FINAL/logs/device.txt" 2>&1
+cat "$FINAL/logs/device.txt"
+
+if want allreduce; then
+  step allreduce 200 sol bench allreduce -o "$FINAL/allreduce" ${ALLREDUCE_ARGS:---ranks 1 --ranks 2 --min-bytes 8 \
+    --max-bytes $((1 << 30)) --factor 4 --iterations 20 --warmup 5 --timeout 150}
+  step allreduce_parity 120 python3 benchmarks/allreduce_parity.py --sweep "$FINAL/allreduce/allreduce.json" \
+    --ranks 2 --out "$FINAL/allreduce_parity.json" ${PARITY_ARGS:-}
+fi
+if want scaling; then
+  step scaling 200 python3 benchmarks/dataset_throughput.py --modes pipeline --gpu-jobs 1,2 \
+    --out "$FINAL/dataset_scaling.json" ${SCALING_ARGS:---problems 60 --cuda 0}
+fi
+if want mixed; then
+  left=$((560 - SECONDS)); (( left < 120 )) && left=120
+  step mixed $((left + 30)) python3 benchmarks/dataset_throughput.py --modes pipeline,upstream --gpu-jobs 1,2 \
+    --out "$FINAL/dataset_mixed.json" "${upstream[@]}" ${MIXED_ARGS:---problems 30 --cuda 6} --time-limit "$left"
+fi
+cat "$summary"
