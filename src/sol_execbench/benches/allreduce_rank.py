@@ -85,10 +85,9 @@ def _nccl_mem_pool(torch: Any, dist: Any, device: Any, on_gpu: bool) -> Ops:
         with torch.cuda.use_mem_pool(pool):
             yield
 
-    def alloc(count: int) -> Any:
-        with torch.cuda.use_mem_pool(pool):
-            x = torch.empty(count, dtype=torch.float32, device=device)
-            regular.out_of_place(x)  # allocates the output block the timed calls reuse
+    def alloc(count: int) -> Any:  # inside per_size's use_mem_pool: a nested one is refused ("already recording")
+        x = torch.empty(count, dtype=torch.float32, device=device)
+        regular.out_of_place(x)  # allocates the output block the timed calls reuse
         backend.register_mem_pool(pool)
         return x
 
