@@ -123,6 +123,36 @@ def test_pipeline_on_two_slots_prebuilds_into_the_build_cache(tmp_path: Path, mo
     assert len(finished) == 3
 
 
+@pytest.mark.slow
+def test_a_compile_error_of_the_prebuild_is_reported_without_compiling_again(tmp_path: Path, monkeypatch):
+    """The pipeline's prebuild compiles a broken native solution once; its evaluation reports that
+    compile error (every workload) instead of running the compiler on the same sources again. A
+    compiler wrapper counts the compilations."""
+    import shutil
+
+    count = tmp_path / "compilations.log"
+    wrapper = tmp_path / "counting-cc"
+    wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *module.c*) echo x >> {count};; esac\n"
+                       f"exec {shutil.which('gcc') or shutil.which('cc')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "suite"
+    problem = add_problem(root, "N/broken", sizes=(8, 16))
+    broken = tiny_solution(["-O1"]).model_dump(mode="json")
+    broken["sources"][0]["content"] += "\nthis is not C;\n"
+    (problem / "native.json").write_text(json.dumps(broken))
+    out = tmp_path / "out"
+    result = run_to_end(tmp_path, root, out, light_config(tmp_path), "--solution-name", "native.json",
+                        "--execution-mode", "pipeline")
+    assert result.returncode == 1, result.stderr + result.stdout
+    assert "prebuild failed (COMPILE_ERROR); the evaluation reports it without building again" in result.stdout
+    traces = read_traces(out / "N/broken/traces.jsonl")
+    assert [t.evaluation.status.value for t in traces] == ["COMPILE_ERROR", "COMPILE_ERROR"]
+    assert "this is not C" in traces[0].evaluation.log
+    assert count.read_text().count("x") == 1
+
+
 def test_a_ready_subset_bounds_the_run_and_the_closure_accounts_for_every_workload(tmp_path: Path):
     root = tmp_path / "suite"
     add_problem(root, "L1/a", sizes=(8, 16))

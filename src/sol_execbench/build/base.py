@@ -12,10 +12,18 @@ from sol_execbench.schema import EvaluationStatus, IsolationMode, Language, Solu
 class BuildFailure(Exception):
     """A solution that cannot be built or loaded; becomes a trace with ``status``."""
 
-    def __init__(self, status: EvaluationStatus, message: str):
+    def __init__(self, status: EvaluationStatus, message: str, retryable: bool = False):
         super().__init__(message)
         self.status = status
         self.message = message
+        # True where the same sources may well build on a second try: the compile process ended
+        # without a result (killed: memory, a signal), not the compiler rejecting them.
+        self.retryable = retryable or status == EvaluationStatus.TIMEOUT
+
+    @property
+    def repeats(self) -> bool:
+        """A compile error that building the same sources again would repeat."""
+        return self.status == EvaluationStatus.COMPILE_ERROR and not self.retryable
 
 
 @dataclass

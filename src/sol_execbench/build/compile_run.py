@@ -99,7 +99,8 @@ def _read_result(plan: BuildPlan, build_dir: Path, log_path: Path, source_dir: P
     try:
         result = json.loads((build_dir / "result.json").read_text())
     except (OSError, ValueError):
-        result = {"ok": False, "stage": "worker", "message": "the compile process ended without a result"}
+        result = {"ok": False, "stage": "worker", "message": "the compile process ended without a result",
+                  "retryable": True}
     if result.get("ok"):
         return Path(result["library"])
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -107,7 +108,8 @@ def _read_result(plan: BuildPlan, build_dir: Path, log_path: Path, source_dir: P
     if result.get("stage") == "worker" and log:
         text = log
     raise BuildFailure(EvaluationStatus.COMPILE_ERROR, failure_message(plan, result.get("stage", "compile"), text,
-                                                                      [str(source_dir.resolve()), str(build_dir.resolve())]))
+                                                                      [str(source_dir.resolve()), str(build_dir.resolve())]),
+                       retryable=bool(result.get("retryable")))
 
 
 def failure_message(plan: BuildPlan, stage: str, output: str, strip_prefixes: list[str]) -> str:

@@ -69,10 +69,11 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def prebuild(loaded: LoadedProblem) -> str | None:
+def prebuild(loaded: LoadedProblem) -> BuildFailure | None:
     """A native solution built into the build cache ahead of its evaluation, through the same
-    builder the evaluator calls (its build is then a cache hit). A note when it failed: the
-    evaluation builds again and its traces say why."""
+    builder the evaluator calls (its build is then a cache hit). The failure where it failed: a
+    compile error that would repeat (``BuildFailure.repeats``) is reported by the evaluation without
+    compiling the same sources again; after a timeout or a killed compiler the evaluation builds."""
     solution = loaded.solution
     if not solution.spec.is_native:
         return None
@@ -83,8 +84,14 @@ def prebuild(loaded: LoadedProblem) -> str | None:
             builder_for(solution).prepare(solution, source_dir, vendor=vendor_hint(), timeout_s=COMPILE_TIMEOUT_S,
                                           use_cache=True)
         except BuildFailure as exc:
-            return f"{loaded.problem.key}: prebuild failed ({exc.status.value}); the evaluation reports it"
+            return exc
     return None
+
+
+def prebuild_note(key: str, failure: BuildFailure) -> str:
+    if failure.repeats:
+        return f"{key}: prebuild failed ({failure.status.value}); the evaluation reports it without building again"
+    return f"{key}: prebuild failed ({failure.status.value}); the evaluation builds again"
 
 
 def _blob_trace(loaded: LoadedProblem, workload: Workload, missing: list[MissingBlob], env_hash: str | None) -> Trace:
@@ -99,7 +106,7 @@ def _blob_trace(loaded: LoadedProblem, workload: Workload, missing: list[Missing
 
 
 def evaluate_problem_shards(loaded: LoadedProblem, device: str | None, settings: EvaluationSettings,
-                            sink: TraceSink) -> ProblemResult:
+                            sink: TraceSink, build_failure: BuildFailure | None = None) -> ProblemResult:
     """Every selected workload of the problem gets one trace: from the evaluator, or from the blob
     precheck (``warn``) for a workload whose blob is missing."""
     began, started_at = time.monotonic(), now_iso()
@@ -126,7 +133,7 @@ def evaluate_problem_shards(loaded: LoadedProblem, device: str | None, settings:
         traces = evaluate(loaded.definition, shard.workloads, loaded.solution, loaded.config, device=device,
                           timeout_s=shard.timeout_s, keep_staging=settings.keep_staging, env_hash=settings.env_hash,
                           warnings=list(loaded.warnings), on_trace=on_trace, on_log=settings.on_log,
-                          use_warm_pool=settings.use_warm_pool)
+                          use_warm_pool=settings.use_warm_pool, build_failure=build_failure)
         for trace in traces:
             trace.workload = originals.get(trace.workload.uuid, trace.workload)
             by_uuid[trace.workload.uuid] = trace

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sol_execbench import __version__
+from sol_execbench.build import BuildFailure
 from sol_execbench.files import replace_json
 from sol_execbench.schema.dataset_run import DatasetSummary, ProblemSummary, RunRecord
 from sol_execbench.schema.trace_files import traces_file
@@ -28,7 +29,7 @@ from .derived import DerivedOutputs, derive_outputs
 from .devices import evaluation_slots
 from .discovery import DatasetProblem, DatasetUsageError, discover, is_problem_folder, select
 from .events import EventSink, ProblemOrder, RunEvent, RunPlan
-from .execution import EvaluationSettings, ProblemResult, evaluate_problem_shards, now_iso, prebuild
+from .execution import EvaluationSettings, ProblemResult, evaluate_problem_shards, now_iso, prebuild, prebuild_note
 from .inputs import RunInputs, read_run_inputs
 from .loading import LoadContext, LoadedProblem, SkippedProblem, load_for_run
 from .options import JOBS_CAP, PREPARE_JOBS_CAP, RunOptions, check_combination, cpu_jobs
@@ -148,6 +149,7 @@ class DatasetRun:
         self.statuses: dict[str, dict[str, str]] = {}  # problem -> uuid -> status (for the closure)
         self.order: ProblemOrder | None = None
         self.again: list[str] = []  # why problems with a run record are evaluated again
+        self.build_failures: dict[str, BuildFailure] = {}  # compile errors of the pipeline's prebuilds
 
     def add(self, summary: ProblemSummary, traces: list) -> None:
         self.summaries[summary.problem] = summary
@@ -174,9 +176,11 @@ class DatasetRun:
         return _longest_first(to_run)
 
     def prepare(self, loaded: LoadedProblem) -> None:
-        note = prebuild(loaded)
-        if note:
-            self.on_event(RunEvent("note", loaded.problem.key, text=note))
+        failure = prebuild(loaded)
+        if failure is not None:
+            if failure.repeats:
+                self.build_failures[loaded.problem.key] = failure
+            self.on_event(RunEvent("note", loaded.problem.key, text=prebuild_note(loaded.problem.key, failure)))
 
     def evaluate(self, loaded: LoadedProblem, device: str | None) -> None:
         key = loaded.problem.key
@@ -188,7 +192,7 @@ class DatasetRun:
         if self.options.verbose:
             settings = dataclasses.replace(settings, on_log=lambda text: self.on_event(RunEvent("log", key, device, text=text)))
         with partial_traces(loaded.out_folder) as sink:
-            result = evaluate_problem_shards(loaded, device, settings, sink)
+            result = evaluate_problem_shards(loaded, device, settings, sink, self.build_failures.get(key))
         self.finish(result)
 
     def dropped(self, key: str) -> None:

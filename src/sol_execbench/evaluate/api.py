@@ -57,7 +57,8 @@ def evaluate(definition: Definition | str | Path | dict, workloads: Any, solutio
     BenchmarkConfig whose explicitly set fields override).
 
     ``options`` are EvalOptions fields: ``device``, ``timeout_s``, ``compile_timeout_s``,
-    ``keep_staging``, ``memory_limit_bytes``, ``dump_failures``, ``use_build_cache``, ``on_trace``, and the
+    ``keep_staging``, ``memory_limit_bytes``, ``dump_failures``, ``use_build_cache``, ``build_failure`` (a
+    BuildFailure of these same sources: reported, not built again), ``on_trace``, and the
     launcher hook ``child_prefix`` (a command prefix for the evaluation child, e.g. a profiler) and
     ``child_env`` (extra variables of its environment); either one bypasses the warm pool.
     """

@@ -56,6 +56,9 @@ class EvalOptions:
     env_hash: str | None = None
     output_path: Path | None = None  # where -o writes; the no-trace sidecar goes beside it
     use_build_cache: bool = True
+    # A build of these same sources that failed already (the dataset pipeline's prebuild): every
+    # workload gets its status and message, and nothing is compiled again.
+    build_failure: BuildFailure | None = None
     use_warm_pool: bool = True  # take a pre-started child from `sol-execbench worker start` when one fits
     sanitize: bool = False  # also run one call per workload under a memory checker (--sanitize)
     isolation: IsolationMode = IsolationMode.AUTO  # the children's sandbox (--isolation, docs/security.md)
@@ -162,6 +165,10 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     staged = sorted(str(p.relative_to(source_dir)) for p in source_dir.rglob("*") if p.is_file())
     _staging_note(opts, f"staged {len(staged)} solution file(s) in {source_dir}: {', '.join(staged[:20])}"
                         f"{' ...' if len(staged) > 20 else ''}")
+    if opts.build_failure is not None:
+        for w in workloads:
+            state.fail(w, opts.build_failure.status, opts.build_failure.message)
+        return
     began = time.monotonic()
     try:
         outcome = builder_for(state.solution).prepare(state.solution, source_dir, vendor=vendor_hint(),
