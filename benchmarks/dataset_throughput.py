@@ -30,6 +30,8 @@ the same ``--config``, with build caches of its own (``SOL_EXECBENCH_BUILD_CACHE
 
 Prints a table (wall time, problems, workloads PASSED, speedup over the one-process-per-problem
 mode; the target on one GPU is at least 4x) and writes JSON (``--out``) after every mode.
+``--prior FILE`` starts from the modes of an earlier JSON of the same suite on the same GPU (a mode
+measured in another call, where one call's time limit cannot hold them all).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ class ModeResult:
     gpu_jobs: int = 1
     devices: dict[str, int] = field(default_factory=dict)
     """Traces per device that ran them (``cuda:0``: 41), from each trace's ``evaluation.device``."""
-    statuses: dict[str, str] = field(default_factory=dict, repr=False)
+    statuses: dict[str, str] = field(default_factory=dict)
     """Each workload's status (``problem/uuid``), to compare runs on one and several GPUs."""
     scaling: float | None = None
     """Where ``gpu_jobs`` > 1: the wall time of the same mode on one GPU over this one's."""
@@ -433,9 +435,29 @@ def _baseline_finished(results: list[ModeResult]) -> bool:
     return all(r.finished for r in results if r.mode == "upstream")
 
 
+def prior_results(path: Path, suite: dict[str, Any], gpu: str | None) -> list[ModeResult]:
+    """The modes of an earlier run of the same suite on the same GPU; exits 2 naming the field that
+    differs."""
+    try:
+        document = json.loads(path.read_text())
+        modes = [ModeResult(**m) for m in document["modes"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        usage_error(f"--prior {path}: not this benchmark's JSON ({type(exc).__name__}: {exc}); give an earlier --out")
+    for field_name, ours, theirs in (("suite", suite, document.get("suite")), ("gpu", gpu, document.get("gpu"))):
+        if ours != theirs:
+            usage_error(f"--prior {path}: field '{field_name}' is {theirs!r}, this run's is {ours!r}; give the same "
+                        "--problems/--cuda on the same GPU")
+    return modes
+
+
+def usage_error(message: str) -> None:
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def write_json(path: Path, args: argparse.Namespace, suite: dict[str, Any], results: list[ModeResult]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    modes = [{k: v for k, v in asdict(r).items() if k != "statuses"} for r in results]
+    modes = [asdict(r) for r in results]
     document = {"device": args.device, "gpu": _gpu_name(args.device), "gpus": _gpu_count(),
                 "python": sys.version.split()[0], "cpus": os.cpu_count(),
                 "config": str(args.config) if args.config else None, "warm_pool": args.warm_pool,
@@ -480,6 +502,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="dataset run without a started warm pool")
     parser.add_argument("--spares", type=int, default=4,
                         help="warm processes kept ready (worker start --spares): each serves one problem, then is replaced")
+    parser.add_argument("--prior", type=Path,
+                        help="an earlier JSON of this benchmark (same suite, same GPU): its modes are kept and the "
+                             "speedups computed over all")
     parser.add_argument("--keep", type=Path, help="generate the suite and outputs here (kept) instead of a temp folder")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dataset_throughput.json")
     args = parser.parse_args(argv)
@@ -515,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                  "workloads": sum(len((f / "workload.jsonl").read_text().splitlines()) for f in folders)}
         if skipped:
             print(suite["cuda_skipped"], flush=True)
-        results: list[ModeResult] = []
+        results = prior_results(args.prior, suite, _gpu_name(args.device)) if args.prior else []
         for mode in args.modes:
             print(f"{mode}: {len(folders)} problems ...", flush=True)
             if mode == "upstream":

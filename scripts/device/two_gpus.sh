@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The two-GPU host (nvidia-h100-x2 or nvidia-h200-x2), about 9 minutes:
+# The two-GPU host (nvidia-h100-x2 or nvidia-h200-x2), about 8 minutes:
 #  1. bench allreduce over one and two GPUs, every buffer kind (NVLink multicast off: the command sets
 #     the variables), then benchmarks/allreduce_parity.py: the plainest torch.distributed loop timed by
 #     the host clock beside the sweep, the CuPy direct launch against regular, the datasheet link;
 #  2. dataset scaling: benchmarks/dataset_throughput.py with --gpu-jobs 1 (GPU 0 alone) and 2 on a
 #     PyTorch suite (evaluation-bound: no native builds, whose CPU time is the same on any GPU count);
-#  3. the same on the mixed suite (24 PyTorch, 6 CUDA C++) with the one-process-per-problem mode after
-#     it (upstream's CLI where its wheel is in .whl/), stopped by the time left.
+#  3. the same on the mixed suite (24 PyTorch, 6 CUDA C++: its builds are CPU work alike on 1 and 2 GPUs);
+#  4. the GPU tests that evaluate on cuda:1 (a Triton and a CUDA C++ RMSNorm).
+# The comparison with one process per problem is scripts/device/dataset_throughput.sh (one GPU).
 # Everything lands under $OUT: allreduce/ (JSON, CSV, figures), allreduce_parity.json,
 # dataset_scaling.json, dataset_mixed.json, logs/, summary.txt.
-#   usage (repo root on the GPU machine): bash scripts/device/two_gpus.sh [allreduce scaling mixed]
+#   usage (repo root on the GPU machine): bash scripts/device/two_gpus.sh [allreduce scaling mixed tests]
 #   ALLREDUCE_ARGS, SCALING_ARGS, MIXED_ARGS replace each step's sizes and suites (a dry run on a CPU:
 #   ALLREDUCE_ARGS="--cpu --max-bytes 4096 --factor 8" PARITY_ARGS=--cpu
 #   SCALING_ARGS="--problems 3 --cuda 0 --device cpu --config examples/cpu_config.json" MIXED_ARGS=...).
@@ -17,11 +18,10 @@ set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 mkdir -p "$FINAL/logs"
 export PYTHONUNBUFFERED=1
-parts=${*:-allreduce scaling mixed}
+parts=${*:-allreduce scaling mixed tests}
 source scripts/device/env.sh
 device_env "$FINAL/logs/install.log" || exit 1
 export PATH=$PATH:/usr/local/cuda/bin
-upstream=(${UPSTREAM_PATH:+--upstream-path "$UPSTREAM_PATH"})
 summary="$FINAL/summary.txt"; : >"$summary"
 step() {
   local name=$1 limit=$2; shift 2; local began=$SECONDS
@@ -44,11 +44,13 @@ if want allreduce; then
 fi
 if want scaling; then
   step scaling 200 python3 benchmarks/dataset_throughput.py --modes pipeline --gpu-jobs 1,2 \
-    --out "$FINAL/dataset_scaling.json" ${SCALING_ARGS:---problems 60 --cuda 0}
+    --out "$FINAL/dataset_scaling.json" ${SCALING_ARGS:---problems 30 --cuda 0}
 fi
 if want mixed; then
-  left=$((560 - SECONDS)); (( left < 120 )) && left=120
-  step mixed $((left + 30)) python3 benchmarks/dataset_throughput.py --modes pipeline,upstream --gpu-jobs 1,2 \
-    --out "$FINAL/dataset_mixed.json" "${upstream[@]}" ${MIXED_ARGS:---problems 30 --cuda 6} --time-limit "$left"
+  step mixed 240 python3 benchmarks/dataset_throughput.py --modes pipeline --gpu-jobs 1,2 \
+    --out "$FINAL/dataset_mixed.json" ${MIXED_ARGS:---problems 30 --cuda 6}
+fi
+if want tests; then
+  step tests 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfE tests/test_gpu_conformance.py -k second_gpu
 fi
 cat "$summary"
