@@ -8,14 +8,10 @@ from pathlib import Path
 
 import click
 
+from sol_execbench.cli.errors import fail as _fail
 from sol_execbench.cli.main import cli
 
 PATH = click.Path(path_type=Path)
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 def read_bench_file(model: type, path: Path, flag: str):  # noqa: ANN202 - a pydantic model of ``model``
