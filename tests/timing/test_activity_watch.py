@@ -80,6 +80,29 @@ def test_work_done_by_a_thread_after_the_calls_return_is_suspicious(watch):
     assert findings.suspicious and "late-worker" in findings.suspicious[0]
 
 
+def test_deferred_work_is_suspicious_in_a_region_the_machine_stretched(watch):
+    """A loaded machine stretches the timed region (here: sleeps between the calls) but not the CPU
+    a persistent worker spends after each call returns: 3 x 5 ms of deferred work in a region of
+    about 300 ms (5%) is still work finishing after the timer stops."""
+    jobs: list[float] = []
+    ready = threading.Event()
+
+    def worker():
+        while True:
+            ready.wait()
+            ready.clear()
+            while jobs:
+                _spin(jobs.pop())
+
+    threading.Thread(target=worker, name="deferred-worker", daemon=True).start()
+    region = watch.begin()
+    for _ in range(3):
+        _call(region, lambda: (jobs.append(0.005), ready.set()))
+        time.sleep(0.1)
+    findings = region.finish()
+    assert findings.suspicious and "deferred-worker" in findings.suspicious[0], findings
+
+
 def test_work_a_call_waits_for_is_the_calls_own(watch):
     requests, done = threading.Event(), threading.Event()
 
