@@ -60,7 +60,8 @@ def test_an_idle_solution_thread_is_only_a_warning(watch):
     assert findings.suspicious == [] and "idle-pool" in findings.warnings[0]
 
 
-def test_work_done_by_a_thread_after_the_calls_return_is_suspicious(watch):
+def _deferred_worker(name: str):
+    """A persistent thread that spins for each job handed to it: hand(seconds) returns at once."""
     jobs: list[float] = []
     ready = threading.Event()
 
@@ -71,10 +72,15 @@ def test_work_done_by_a_thread_after_the_calls_return_is_suspicious(watch):
             while jobs:
                 _spin(jobs.pop())
 
-    threading.Thread(target=worker, name="late-worker", daemon=True).start()
+    threading.Thread(target=worker, name=name, daemon=True).start()
+    return lambda seconds: (jobs.append(seconds), ready.set())
+
+
+def test_work_done_by_a_thread_after_the_calls_return_is_suspicious(watch):
+    hand = _deferred_worker("late-worker")
     region = watch.begin()
     for _ in range(3):
-        _call(region, lambda: (jobs.append(0.02), ready.set()))  # returns at once; the worker computes after
+        _call(region, lambda: hand(0.02))  # returns at once; the worker computes after
         time.sleep(0.03)
     findings = region.finish()
     assert findings.suspicious and "late-worker" in findings.suspicious[0]
@@ -84,20 +90,10 @@ def test_deferred_work_is_suspicious_in_a_region_the_machine_stretched(watch):
     """A loaded machine stretches the timed region (here: sleeps between the calls) but not the CPU
     a persistent worker spends after each call returns: 3 x 5 ms of deferred work in a region of
     about 300 ms (5%) is still work finishing after the timer stops."""
-    jobs: list[float] = []
-    ready = threading.Event()
-
-    def worker():
-        while True:
-            ready.wait()
-            ready.clear()
-            while jobs:
-                _spin(jobs.pop())
-
-    threading.Thread(target=worker, name="deferred-worker", daemon=True).start()
+    hand = _deferred_worker("deferred-worker")
     region = watch.begin()
     for _ in range(3):
-        _call(region, lambda: (jobs.append(0.005), ready.set()))
+        _call(region, lambda: hand(0.005))
         time.sleep(0.1)
     findings = region.finish()
     assert findings.suspicious and "deferred-worker" in findings.suspicious[0], findings
