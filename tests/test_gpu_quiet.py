@@ -100,7 +100,7 @@ def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idl
         # an evaluation starting now waits: the warm-up holds the device
         seen["evaluation_warning"] = gpu_quiet.hold_shared(info.index, wait_s=0.1)
 
-    monkeypatch.setattr(platform, "use_device", lambda spec=None: SimpleNamespace(is_gpu=True, index=0,
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0,
                                                                                torch_device="cuda:0"))
     monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
     warm_child._warm_up(None)

@@ -107,14 +107,20 @@ def current(spec: str | None = None) -> DeviceInfo:
     )
 
 
-def use_device(spec: str | None = None) -> DeviceInfo:
-    """``current(spec)``, made torch's current device as well. A solution's own kernels (CUDA C++
-    launched on ``getCurrentCUDAStream()``, Triton) and the timing's events, streams and spin
-    kernels all go to the current device, whatever device the tensors are on: on ``cuda:1`` with
-    the current device left at 0 they would run, or be timed, on the wrong GPU."""
-    info = current(spec)
+def make_current(info: DeviceInfo) -> None:
+    """Make ``info``'s GPU torch's current device. A solution's own kernels (CUDA C++ launched on
+    ``getCurrentCUDAStream()``, Triton) and the timing's events, streams and spin kernels all go to
+    the current device, whatever device the tensors are on: on ``cuda:1`` with the current device
+    left at 0 they would run, or be timed, on the wrong GPU. It creates the device's context (CUDA
+    12 and later), so a warm child calls it only once it may use the device (``gpu_quiet``)."""
     if info.index is not None:
         import torch
 
         torch.cuda.set_device(info.index)
+
+
+def use_device(spec: str | None = None) -> DeviceInfo:
+    """``current(spec)``, made torch's current device (``make_current``)."""
+    info = current(spec)
+    make_current(info)
     return info

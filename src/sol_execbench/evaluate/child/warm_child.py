@@ -24,9 +24,9 @@ from ..channel import FD_ENV
 
 def _warm_up(device_spec: str | None) -> None:
     """Pay the one-time costs a first workload would: device context, RNG, BLAS, reductions."""
-    from sol_execbench.platform import use_device
+    from sol_execbench.platform import current
 
-    info = use_device(device_spec)
+    info = current(device_spec)
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it once, at import; the child sets it too
     # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet).
@@ -48,6 +48,9 @@ def _warm_up(device_spec: str | None) -> None:
 def _warm_device(info) -> None:
     import torch
 
+    from sol_execbench.platform import make_current
+
+    make_current(info)  # the evaluation's device, as run_job makes it; here, under the exclusive hold
     dev = torch.device(info.torch_device)
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         a = torch.randn(64, 64, device=dev, dtype=dtype)
