@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from sol_execbench.benches.allreduce import BUFFER_KINDS, MULTICAST_OFF, free_port  # noqa: E402
-from sol_execbench.benches.allreduce_metrics import busbw_gbps, message_sizes, size_label  # noqa: E402
+from sol_execbench.benches.allreduce_metrics import busbw_gbps, message_sizes  # noqa: E402
+from sol_execbench.benches.figures import size_label  # noqa: E402
 from sol_execbench.cli.bench_cmd import read_bench_file  # noqa: E402
 from sol_execbench.cli.errors import fail  # noqa: E402
 from sol_execbench.schema.benches import AllreduceSweep  # noqa: E402

@@ -458,7 +458,7 @@ def usage_error(message: str) -> None:
 def write_json(path: Path, args: argparse.Namespace, suite: dict[str, Any], results: list[ModeResult]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     modes = [asdict(r) for r in results]
-    document = {"device": args.device, "gpu": _gpu_name(args.device), "gpus": _gpu_count(),
+    document = {"device": args.device, "gpu": _gpu_name(args.device), "gpus": len(_gpu_names()),
                 "python": sys.version.split()[0], "cpus": os.cpu_count(),
                 "config": str(args.config) if args.config else None, "warm_pool": args.warm_pool,
                 "target_speedup": TARGET_SPEEDUP, "target_scaling_per_gpu": TARGET_SCALING_PER_GPU, "suite": suite,
@@ -466,18 +466,16 @@ def write_json(path: Path, args: argparse.Namespace, suite: dict[str, Any], resu
     path.write_text(json.dumps(document, indent=2) + "\n")
 
 
-def _gpu_count() -> int:
+def _gpu_names() -> list[str]:
+    """nvidia-smi's GPU names, in its order (none without nvidia-smi)."""
     probe = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True) \
         if shutil.which("nvidia-smi") else None
-    return len(probe.stdout.strip().splitlines()) if probe and probe.returncode == 0 else 0
+    return probe.stdout.strip().splitlines() if probe and probe.returncode == 0 and probe.stdout.strip() else []
 
 
 def _gpu_name(device: str) -> str | None:
-    if device == "cpu":
-        return None
-    probe = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True) \
-        if shutil.which("nvidia-smi") else None
-    return probe.stdout.strip().splitlines()[0] if probe and probe.returncode == 0 and probe.stdout.strip() else None
+    names = [] if device == "cpu" else _gpu_names()
+    return names[0] if names else None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

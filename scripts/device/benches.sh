@@ -19,12 +19,6 @@ parts=${*:-gemm allreduce baselines}
 source scripts/device/env.sh
 device_env "$FINAL/logs/install.log" || exit 1
 summary="$FINAL/summary.txt"; : >"$summary"
-step() {
-  local name=$1 limit=$2; shift 2; local began=$SECONDS
-  timeout "$limit" "$@" >"$FINAL/logs/$name.log" 2>&1; local rc=$?
-  echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; tail -n 25 "$FINAL/logs/$name.log"
-}
-want() { [[ " $parts " == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
   python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
   python3 -c 'import triton; print("triton", triton.__version__)'; python3 -c 'import matplotlib; print("matplotlib", matplotlib.__version__)'

@@ -27,3 +27,14 @@ device_env() {
   done
   export PATH="/tmp/bin:$PATH"
 }
+
+# The steps of a script with parts (benches.sh, two_gpus.sh), which set FINAL (the output folder),
+# summary (its summary file) and parts (the parts asked for):
+#   step NAME LIMIT_S COMMAND...: COMMAND under `timeout`, its output in $FINAL/logs/NAME.log, its exit
+#   code and seconds appended to $summary, the log's end printed;  want PART: whether PART was asked for.
+step() {
+  local name=$1 limit=$2; shift 2; local began=$SECONDS
+  timeout "$limit" "$@" >"$FINAL/logs/$name.log" 2>&1; local rc=$?
+  echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; tail -n 30 "$FINAL/logs/$name.log"
+}
+want() { [[ " $parts " == *" $1 "* ]]; }

@@ -23,12 +23,6 @@ source scripts/device/env.sh
 device_env "$FINAL/logs/install.log" || exit 1
 export PATH=$PATH:/usr/local/cuda/bin
 summary="$FINAL/summary.txt"; : >"$summary"
-step() {
-  local name=$1 limit=$2; shift 2; local began=$SECONDS
-  timeout "$limit" "$@" >"$FINAL/logs/$name.log" 2>&1; local rc=$?
-  echo "$name rc=$rc $((SECONDS - began))s" | tee -a "$summary"; tail -n 30 "$FINAL/logs/$name.log"
-}
-want() { [[ " $parts " == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv
   nvidia-smi topo -m
   python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep, AlphaBetaFit, ModelPoint
 
+from .figures import size_label
+
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 ELEMENT_BYTES = 4  # float32, nccl-tests' default data type
 
@@ -78,14 +80,6 @@ def fits_by_configuration(measurements: list[AllreduceMeasurement]) -> list[Alph
         groups.setdefault((m.ranks, m.buffer_kind, m.placement), []).append(m)
     return [fit_alpha_beta(sorted(group, key=lambda m: m.bytes)) for _key, group in sorted(groups.items())
             if len(group) >= 2]
-
-
-def size_label(size_bytes: int) -> str:
-    """1 GiB, 64 MiB, 4 KiB, 12 B: the largest binary unit that divides the size, else bytes."""
-    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if size_bytes >= unit and size_bytes % unit == 0:
-            return f"{size_bytes // unit} {name}"
-    return f"{size_bytes} B"
 
 
 def largest_size_link_lines(sweep: AllreduceSweep) -> list[str]:

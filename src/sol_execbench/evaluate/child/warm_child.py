@@ -101,7 +101,7 @@ def _warm_device_timing(info) -> None:
     try:
         sides = [SideCalls(name, lambda x: x + 1, FreshArgs([values], slots=8)) for name in ("solution", "reference")]
         measure(sides[0], sides[1], TimingPlan(warmup=1, rounds=2, device=info, flusher=L2Flusher(info), method="device"))
-    except Exception:  # noqa: BLE001  (a warm-up that fails leaves the first workload to pay, as before)
+    except Exception:  # noqa: BLE001  (a warm-up that fails leaves its cost to the first workload)
         pass
 
 
