@@ -271,7 +271,6 @@ def _measure_graph(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: An
         return out
 
     error = _check_call(torch, plan, replay_single, x, rank)
-    del single, out
     x.zero_()
 
     def calls() -> None:
