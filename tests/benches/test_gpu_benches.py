@@ -22,8 +22,9 @@ def test_allreduce_on_one_gpu(tmp_path):
     sweep = AllreduceSweep.model_validate_json((tmp_path / "allreduce.json").read_text())
     assert sweep.backend == "nccl" and "CUDA event" in sweep.time_rule  # the device's time, not the host loop's
     assert (sweep.link_datasheet_gbps, sweep.link_source) == datasheet_link(sweep.platform, sweep.device_name)
-    regular = [m for m in sweep.measurements if m.buffer_kind == "regular"]
-    assert len(regular) == 2 * 5 and all(m.checked and m.busbw_gbps == 0.0 for m in regular)
+    for launch in ("eager", "graph"):  # both launches by default
+        regular = [m for m in sweep.measurements if m.buffer_kind == "regular" and m.launch == launch]
+        assert len(regular) == 2 * 5 and all(m.checked and m.busbw_gbps == 0.0 for m in regular), launch
     kinds = {m.buffer_kind for m in sweep.measurements} | {s.buffer_kind for s in sweep.skipped}
     assert kinds == {"regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl"}
 
