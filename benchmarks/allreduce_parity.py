@@ -6,14 +6,18 @@
 One process per GPU (``torch.multiprocessing`` spawn, NCCL, with the sweep's multicast-off variables
 set before the spawn); with ``--cpu`` two gloo processes on the CPU, a smoke test. For each message
 size (the sweep's own sizes at ``--ranks``, or ``--min-bytes``/``--max-bytes``/``--factor``), every
-rank runs ``dist.all_reduce(x)`` on a float32 tensor: ``--warmup`` calls, then ``--iterations`` calls
-between two ``torch.cuda.synchronize()``, timed by ``time.perf_counter``; the slowest rank's time per
-call gives busbw as nccl-tests define it. The table puts that beside the sweep's busbw of every buffer
-kind and flags:
+rank runs ``dist.all_reduce(x)`` on a float32 tensor: ``--warmup`` calls, then ``--repeats`` windows of
+``--iterations`` calls, each between two ``torch.cuda.synchronize()`` and timed by
+``time.perf_counter``; the median window's time per call (the slowest rank's) gives busbw as
+nccl-tests define it. The process group is made as the sweep makes it (``device_id`` given, so the
+NCCL communicator is created eagerly). The table puts that beside the sweep's eager busbw of every
+buffer kind, the sweep's host-clock time per call of eager ``regular in_place`` (did its calls take
+longer on the host too, or does only the clock differ), its graph-launch ``regular in_place`` busbw,
+and flags:
 
-- a size where the sweep's ``regular in_place`` busbw is more than 2% below the host loop's
-  ("sweep slower than host loop": the sweep's device timing should never read slower than a host
-  clock around the same calls);
+- a size where the sweep's eager ``regular in_place`` busbw (median window) is more than 2% below
+  the host loop's ("sweep slower than host loop": the sweep's device timing should never read slower
+  than a host clock around the same calls);
 - from 64 MiB up, the direct-launch reference (``cupy_nccl in_place``) against ``regular in_place``
   in % (the target is within 3%);
 - the largest size's busbw as a fraction of the sweep's datasheet link bandwidth (per direction).
@@ -28,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -52,8 +57,9 @@ DIRECT_LAUNCH = ("cupy_nccl", "in_place")
 
 
 def host_loop_rank(rank: int, ranks: int, port: int, on_gpu: bool, sizes: list[int], warmup: int, iterations: int,
-                   result_path: str) -> None:
-    """One rank of the host-clock loop; rank 0 writes ``{bytes: seconds per call}`` (slowest rank's)."""
+                   repeats: int, result_path: str) -> None:
+    """One rank of the host-clock loop; rank 0 writes ``{bytes: seconds per call}`` (the median window's,
+    the slowest rank's)."""
     import torch
     import torch.distributed as dist
 
@@ -61,8 +67,9 @@ def host_loop_rank(rank: int, ranks: int, port: int, on_gpu: bool, sizes: list[i
     if on_gpu:
         torch.cuda.set_device(device)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    options = {"device_id": device} if on_gpu else {}  # as the sweep's ranks: the communicator made eagerly
     dist.init_process_group("nccl" if on_gpu else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=ranks, timeout=datetime.timedelta(seconds=600))
+                            world_size=ranks, timeout=datetime.timedelta(seconds=600), **options)
     seconds: dict[int, float] = {}
     try:
         for size in sizes:
@@ -70,11 +77,14 @@ def host_loop_rank(rank: int, ranks: int, port: int, on_gpu: bool, sizes: list[i
             for _ in range(warmup):
                 dist.all_reduce(x)
             sync()
-            began = time.perf_counter()
-            for _ in range(iterations):
-                dist.all_reduce(x)
-            sync()
-            slowest = torch.tensor([(time.perf_counter() - began) / iterations], dtype=torch.float64, device=device)
+            windows = []
+            for _ in range(repeats):
+                began = time.perf_counter()
+                for _ in range(iterations):
+                    dist.all_reduce(x)
+                sync()
+                windows.append((time.perf_counter() - began) / iterations)
+            slowest = torch.tensor([statistics.median(windows)], dtype=torch.float64, device=device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             seconds[size] = float(slowest.item())
             del x
@@ -84,14 +94,15 @@ def host_loop_rank(rank: int, ranks: int, port: int, on_gpu: bool, sizes: list[i
         Path(result_path).write_text(json.dumps({str(k): v for k, v in seconds.items()}), encoding="utf-8")
 
 
-def run_host_loop(ranks: int, on_gpu: bool, sizes: list[int], warmup: int, iterations: int) -> dict[int, float]:
+def run_host_loop(ranks: int, on_gpu: bool, sizes: list[int], warmup: int, iterations: int,
+                  repeats: int) -> dict[int, float]:
     """Seconds per call at every size, the slowest rank's."""
     import torch.multiprocessing as mp
 
     os.environ.update(MULTICAST_OFF)  # before the spawn: the ranks inherit it
     with tempfile.TemporaryDirectory(prefix="allreduce-parity-") as folder:
         result = Path(folder) / "host_loop.json"
-        mp.spawn(host_loop_rank, args=(ranks, free_port(), on_gpu, sizes, warmup, iterations, str(result)),
+        mp.spawn(host_loop_rank, args=(ranks, free_port(), on_gpu, sizes, warmup, iterations, repeats, str(result)),
                  nprocs=ranks, join=True)
         return {int(k): v for k, v in json.loads(result.read_text(encoding="utf-8")).items()}
 
@@ -103,9 +114,18 @@ def _pct(value: float | None, reference: float | None) -> float | None:
 def compare(sweep: AllreduceSweep, ranks: int, host_seconds: dict[int, float]) -> dict:
     """The host loop's busbw beside the sweep's at every size, with the flags (see the module's text)."""
     sweep_busbw: dict[int, dict[tuple[str, str], float]] = {}
+    reference_host_us: dict[int, float | None] = {}
+    graph_busbw: dict[int, float] = {}
     for m in sweep.measurements:
-        if m.ranks == ranks:
-            sweep_busbw.setdefault(m.bytes, {})[(m.buffer_kind, m.placement)] = m.busbw_gbps
+        if m.ranks != ranks:
+            continue
+        if m.launch == "graph":
+            if (m.buffer_kind, m.placement) == REFERENCE:
+                graph_busbw[m.bytes] = m.busbw_gbps
+            continue
+        sweep_busbw.setdefault(m.bytes, {})[(m.buffer_kind, m.placement)] = m.busbw_gbps
+        if (m.buffer_kind, m.placement) == REFERENCE:
+            reference_host_us[m.bytes] = m.host_time_us
     present = {key for by_kind in sweep_busbw.values() for key in by_kind}
     columns = [(k, p) for k in BUFFER_KINDS for p in ("in_place", "out_of_place") if (k, p) in present]
     rows = []
@@ -117,7 +137,8 @@ def compare(sweep: AllreduceSweep, ranks: int, host_seconds: dict[int, float]) -
         direct = _pct(by_kind.get(DIRECT_LAUNCH), reference) if size >= DIRECT_LAUNCH_FROM_BYTES else None
         rows.append({"bytes": size, "host_loop_time_us": host_seconds[size] * 1e6, "host_loop_busbw_gbps": host,
                      "sweep_busbw_gbps": {f"{k} {p}": by_kind.get((k, p)) for k, p in columns},
-                     "sweep_vs_host_loop_pct": versus_host,
+                     "sweep_vs_host_loop_pct": versus_host, "sweep_host_time_us": reference_host_us.get(size),
+                     "graph_busbw_gbps": graph_busbw.get(size),
                      "sweep_slower_than_host_loop": versus_host is not None and versus_host < -SLOWER_TOLERANCE_PCT,
                      "cupy_nccl_vs_regular_pct": direct,
                      "cupy_nccl_within_target": None if direct is None else abs(direct) <= DIRECT_LAUNCH_TARGET_PCT})
@@ -143,7 +164,9 @@ def render(result: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"all-reduce busbw (GB/s), {result['ranks']} ranks: host-clock loop against the sweep")
-    for name in ("size", "host loop", *result["columns"], "sweep vs host", f"{DIRECT_LAUNCH[0]} vs regular"):
+    reference = " ".join(REFERENCE)
+    for name in ("size", "host loop", *result["columns"], f"graph {reference}", "sweep vs host",
+                 "host loop us/call", f"sweep {reference} host us/call", f"{DIRECT_LAUNCH[0]} vs regular"):
         table.add_column(name, justify="right")
     for row in result["rows"]:
         versus = row["sweep_vs_host_loop_pct"]
@@ -154,7 +177,8 @@ def render(result: dict) -> None:
         direct_text = "-" if direct is None else f"{direct:+.1f}%" + ("" if row["cupy_nccl_within_target"]
                                                                        else " [red]outside 3%[/red]")
         table.add_row(size_label(row["bytes"]), _gbps(row["host_loop_busbw_gbps"]),
-                      *(_gbps(row["sweep_busbw_gbps"][c]) for c in result["columns"]), versus_text, direct_text)
+                      *(_gbps(row["sweep_busbw_gbps"][c]) for c in result["columns"]), _gbps(row["graph_busbw_gbps"]),
+                      versus_text, _gbps(row["host_loop_time_us"]), _gbps(row["sweep_host_time_us"]), direct_text)
     console = Console()
     console.print(table)
     slower = result["slower_sizes"]
@@ -194,13 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-bytes", type=int)
     parser.add_argument("--factor", type=int)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20, help="calls per timed window")
+    parser.add_argument("--repeats", type=int, default=5, help="timed windows per size; the median is kept")
     parser.add_argument("--cpu", action="store_true", help="gloo ranks on the CPU (a smoke test)")
     parser.add_argument("--out", type=Path, default=Path("allreduce_parity.json"))
     args = parser.parse_args(argv)
     sweep = read_bench_file(AllreduceSweep, args.sweep, "--sweep")
-    if args.ranks < 2 or args.iterations < 1 or args.warmup < 0:
-        fail("--ranks must be at least 2, --iterations at least 1 and --warmup at least 0")
+    if args.ranks < 2 or args.iterations < 1 or args.warmup < 0 or args.repeats < 1:
+        fail("--ranks must be at least 2, --iterations and --repeats at least 1 and --warmup at least 0")
     sizes = _sizes(args, sweep)
     on_gpu = not args.cpu
     if on_gpu:
@@ -208,13 +233,15 @@ def main(argv: list[str] | None = None) -> None:
 
         if torch.cuda.device_count() < args.ranks:
             fail(f"--ranks {args.ranks}: {torch.cuda.device_count()} GPU(s) visible here; give at most that, or --cpu")
-    host_seconds = run_host_loop(args.ranks, on_gpu, sizes, args.warmup, args.iterations)
+    host_seconds = run_host_loop(args.ranks, on_gpu, sizes, args.warmup, args.iterations, args.repeats)
     result = compare(sweep, args.ranks, host_seconds)
     document = {"sweep": str(args.sweep), "backend": "nccl" if on_gpu else "gloo", "sweep_device": sweep.device_name,
                 "sweep_time_rule": sweep.time_rule, "warmup": args.warmup, "iterations": args.iterations,
-                "host_loop_rule": "dist.all_reduce(x), float32; per call: time.perf_counter around the timed calls "
-                                  "between two torch.cuda.synchronize() (gloo on the CPU blocks instead), divided by their number; "
-                                  "the slowest rank's; "
+                "repeats": args.repeats,
+                "host_loop_rule": "dist.all_reduce(x), float32; after the warm-up calls, `repeats` windows of "
+                                  "`iterations` calls, each timed by time.perf_counter from after one "
+                                  "torch.cuda.synchronize() to after the next (gloo on the CPU blocks instead), "
+                                  "divided by its calls; per call: the median window's, the slowest rank's; "
                                   "busbw = S/t * 2(n-1)/n",
                 "environment": dict(MULTICAST_OFF), **result}
     render(result)

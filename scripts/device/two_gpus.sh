@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two-GPU host (nvidia-h100-x2 or nvidia-h200-x2), about 8 minutes:
-#  1. bench allreduce over one and two GPUs, every buffer kind (NVLink multicast off: the command sets
-#     the variables), then benchmarks/allreduce_parity.py: the plainest torch.distributed loop timed by
+#  1. bench allreduce over one and two GPUs, every buffer kind, eager and CUDA-graph launches (NVLink
+#     multicast off: the command sets the variables), then benchmarks/allreduce_parity.py: the plainest torch.distributed loop timed by
 #     the host clock beside the sweep, the CuPy direct launch against regular, the datasheet link;
 #  2. dataset scaling: benchmarks/dataset_throughput.py with --gpu-jobs 1 (GPU 0 alone) and 2 on a
 #     PyTorch suite (evaluation-bound: no native builds, whose CPU time is the same on any GPU count);
@@ -31,8 +31,11 @@ summary="$FINAL/summary.txt"; : >"$summary"
 cat "$FINAL/logs/device.txt"
 
 if want allreduce; then
+  # eager and graph launches, 5 windows of 20 calls: the timed calls take seconds; the processes' start,
+  # NCCL, CuPy and symmetric-memory set-up most of the rest. --timeout 90 per GPU count: a graph capture
+  # that hangs in the first group still leaves the second its time inside the step's 200 s.
   step allreduce 200 sol bench allreduce -o "$FINAL/allreduce" ${ALLREDUCE_ARGS:---ranks 1 --ranks 2 --min-bytes 8 \
-    --max-bytes $((1 << 30)) --factor 4 --iterations 20 --warmup 5 --timeout 150}
+    --max-bytes $((1 << 30)) --factor 4 --iterations 20 --repeats 5 --warmup 5 --timeout 90}
   step allreduce_parity 120 python3 benchmarks/allreduce_parity.py --sweep "$FINAL/allreduce/allreduce.json" \
     --ranks 2 --out "$FINAL/allreduce_parity.json" ${PARITY_ARGS:-}
 fi

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sol_execbench.benches.allreduce import HOST_TIME_RULE, datasheet_link
-from sol_execbench.benches.allreduce_metrics import (algbw_gbps, busbw_gbps, fit_alpha_beta, largest_size_link_lines,
-                                                     message_sizes)
+from sol_execbench.benches.allreduce_metrics import (algbw_gbps, busbw_gbps, fit_alpha_beta, fits_by_configuration,
+                                                     largest_size_link_lines, message_sizes)
 from sol_execbench.benches.allreduce_rank import RankPlan, _measure
 from sol_execbench.benches.topology import parse_matrix
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
@@ -97,7 +97,7 @@ def test_topology_tables_parse():
 def test_gloo_sweep_with_two_processes(tmp_path):
     out = tmp_path / "ar"
     result = cli("bench", "allreduce", "--cpu", "--ranks", "2", "--min-bytes", "8", "--max-bytes", "4096",
-                 "--factor", "8", "--warmup", "1", "--iterations", "3", "--buffer-kind", "regular",
+                 "--factor", "8", "--warmup", "1", "--iterations", "3", "--repeats", "2", "--buffer-kind", "regular",
                  "--buffer-kind", "symm_mem_one_shot", "-o", str(out))
     assert result.returncode == 0, result.stderr
     sweep = AllreduceSweep.model_validate_json((out / "allreduce.json").read_text())
@@ -111,13 +111,19 @@ def test_gloo_sweep_with_two_processes(tmp_path):
         assert [m.bytes for m in got] == sizes
         for m in got:
             assert m.checked and m.max_abs_error == 0.0 and m.ranks == 2 and m.count == m.bytes // 4
+            assert m.launch == "eager" and m.windows == sweep.repeats == 2
+            assert m.time_us_min <= m.time_us and m.host_time_us == m.time_us  # the CPU's one clock is the host's
             # by hand: S / t in GB/s, and with two ranks 2(n-1)/n = 1
             assert m.algbw_gbps == pytest.approx(m.bytes / (m.time_us * 1e-6) / 1e9)
             assert m.busbw_gbps == pytest.approx(m.algbw_gbps)
-    assert [(s.buffer_kind, "GPUs" in s.reason) for s in sweep.skipped] == [("symm_mem_one_shot", True)]
-    assert {(f.placement, len(f.points)) for f in sweep.fits} == {("in_place", 4), ("out_of_place", 4)}
+    # the kind no CPU has under every launch; the CPU's kind without its graph launch, with why
+    assert [(s.buffer_kind, s.launch, "GPUs" in s.reason) for s in sweep.skipped] == [
+        ("symm_mem_one_shot", None, True), ("regular", "graph", True)]
+    assert {(f.placement, f.launch, len(f.points)) for f in sweep.fits} == {("in_place", "eager", 4),
+                                                                          ("out_of_place", "eager", 4)}
+    assert "skipped regular (graph launch) with 2 rank(s): CUDA graphs need GPUs" in result.stdout
     rows = list(csv.DictReader((out / "summary.csv").open()))
-    assert len(rows) == 8 and {r["checked"] for r in rows} == {"True"}
+    assert len(rows) == 8 and {r["checked"] for r in rows} == {"True"} and {r["launch"] for r in rows} == {"eager"}
     for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "buffer_kinds.csv", "model_fit.png"):
         assert (out / name).stat().st_size > 0, name
 
@@ -131,13 +137,17 @@ def test_reuse_renders_a_committed_result(tmp_path):
     assert "no datasheet link bandwidth to compare busbw with: none recorded" in result.stdout  # a file without one
     for name in ("topology.png", "latency_2ranks.png", "buffer_kinds.png", "model_fit.png", "summary.csv"):
         assert (out / name).stat().st_size > 0, name
-    # the JSON is written back unchanged in content
-    assert json.loads((out / "allreduce.json").read_text())["measurements"] == \
-        json.loads((DATA / "allreduce.json").read_text())["measurements"]
+    # the JSON is written back with every field it had unchanged (and the newer fields' defaults)
+    written = json.loads((out / "allreduce.json").read_text())["measurements"]
+    original = json.loads((DATA / "allreduce.json").read_text())["measurements"]
+    assert len(written) == len(original)
+    assert all(w == {**w, **o} and w["launch"] == "eager" and w["windows"] == 1 for w, o in zip(written, original))
 
 
 @pytest.mark.parametrize("args, words", [
     (("--buffer-kind", "shiny"), ["--buffer-kind shiny", "regular"]),
+    (("--repeats", "0"), ["--repeats 0", "1 or more"]),
+    (("--launch", "lazy"), ["--launch lazy", "eager or graph"]),
     (("--min-bytes", "64", "--max-bytes", "8"), ["--min-bytes 64", "--max-bytes 8"]),
     (("--reuse",), ["--reuse", "allreduce.json"]),
 ])
@@ -155,6 +165,23 @@ def test_reuse_of_a_malformed_file_names_the_field(tmp_path):
     assert "allreduce.json" in result.stderr and "field" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+def test_fits_keep_launches_apart():
+    sizes = [2**k for k in range(3, 20, 4)]
+    eager = [_point(s, 40.0 + s / 2000.0) for s in sizes]
+    graph = [_point(s, 10.0 + s / 2000.0).model_copy(update={"launch": "graph"}) for s in sizes]
+    fits = fits_by_configuration(graph + eager)
+    assert [(f.launch, len(f.points)) for f in fits] == [("eager", len(sizes)), ("graph", len(sizes))]
+    assert [round(f.alpha_us) for f in fits] == [40, 10]
+
+
+def test_committed_sweeps_still_load():
+    # files written before windows and launches: one eager window each
+    for path in [DATA / "allreduce.json", *sorted((SRC.parent / "docs" / "benches").glob("*/allreduce.json"))]:
+        sweep = AllreduceSweep.model_validate_json(path.read_text())
+        assert sweep.repeats == 1 and all(m.launch == "eager" and m.windows == 1 for m in sweep.measurements), path
+        assert all(f.launch == "eager" for f in sweep.fits) and all(s.launch is None for s in sweep.skipped)
+
+
 def test_alpha_beta_fit_never_goes_negative():
     # times that fall with size (noise at tiny sizes): no negative bandwidth, the latency alone
     fit = fit_alpha_beta([_point(8, 30.0), _point(64, 20.0), _point(512, 10.0)])
@@ -170,16 +197,18 @@ def test_cpu_measure_times_the_calls_by_the_host_clock():
     import torch
 
     plan = RankPlan(ranks=1, backend="gloo", on_gpu=False, port=0, sizes=(64,), buffer_kinds=("regular",), warmup=1,
-                    iterations=3, result_path="", timeout_s=10)
+                    iterations=3, result_path="", timeout_s=10, repeats=2)
     calls = []
 
     def call(x):
         calls.append(x.clone())
         time.sleep(0.002)
 
-    seconds, error = _measure(torch, plan, call, torch.empty(16), rank=0)
-    assert error == 0.0 and len(calls) == 1 + 1 + 3  # checked, warm-up, timed
-    assert seconds >= 0.002
+    windows = _measure(torch, plan, call, torch.empty(16), rank=0)
+    assert windows.error == 0.0 and len(calls) == 1 + 1 + 2 * 3  # checked, warm-up, two windows of three
+    assert len(windows.device) == 2 and windows.device == windows.host  # the host clock is the CPU's only clock
+    median, fastest, host, error = windows.statistics()
+    assert fastest >= 0.002 and median >= fastest and host == median and error == 0.0
 
 
 def test_datasheet_link_of_the_sweep():
@@ -199,8 +228,13 @@ def test_largest_sizes_against_the_link():
     sweep = AllreduceSweep(created_at="now", backend="nccl", platform="cuda", device_name="NVIDIA H100 80GB HBM3",
                            torch_version="2", dtype="float32", warmup=1, iterations=1, environment={}, time_rule="r",
                            measurements=[point(2, "regular", 1 << 20, 100.0), point(2, "regular", 1 << 30, 330.0),
-                                         point(1, "regular", 1 << 30, 900.0), point(2, "cupy_nccl", 1 << 29, 225.0)],
+                                         point(1, "regular", 1 << 30, 900.0), point(2, "cupy_nccl", 1 << 29, 225.0),
+                                         point(2, "regular", 1 << 29, 360.0).model_copy(update={"launch": "graph"})],
                            link_datasheet_gbps=450.0, link_source="H100, datasheet")
     assert largest_size_link_lines(sweep) == [
-        "busbw at 512 MiB (2 ranks, cupy_nccl in_place): 225 GB/s = 50% of the 450 GB/s datasheet link (per direction)",
-        "busbw at 1 GiB (2 ranks, regular in_place): 330 GB/s = 73% of the 450 GB/s datasheet link (per direction)"]
+        "busbw at 512 MiB (2 ranks, cupy_nccl in_place, eager): 225 GB/s = 50% of the 450 GB/s datasheet link "
+        "(per direction)",
+        "busbw at 1 GiB (2 ranks, regular in_place, eager): 330 GB/s = 73% of the 450 GB/s datasheet link "
+        "(per direction)",
+        "busbw at 512 MiB (2 ranks, regular in_place, graph): 360 GB/s = 80% of the 450 GB/s datasheet link "
+        "(per direction)"]

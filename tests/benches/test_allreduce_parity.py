@@ -26,9 +26,10 @@ def test_host_loop_beside_a_cpu_sweep(tmp_path):
     assert made.returncode == 0, made.stderr
     out = tmp_path / "parity.json"
     result = parity("--cpu", "--sweep", str(sweep_dir / "allreduce.json"), "--ranks", "2", "--warmup", "1",
-                    "--iterations", "3", "--out", str(out))
+                    "--iterations", "3", "--repeats", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
+    assert document["repeats"] == 2 and "median window" in document["host_loop_rule"]
     assert document["backend"] == "gloo" and document["ranks"] == 2 and document["environment"]["NCCL_NVLS_ENABLE"] == "0"
     assert document["columns"] == ["regular in_place", "regular out_of_place"]  # the kinds gloo runs
     assert [row["bytes"] for row in document["rows"]] == [8, 64, 512, 4096]  # the sweep's own sizes
@@ -41,6 +42,8 @@ def test_host_loop_beside_a_cpu_sweep(tmp_path):
         assert row["sweep_vs_host_loop_pct"] == pytest.approx(expected)
         assert row["sweep_slower_than_host_loop"] == (expected < -2.0)
         assert row["cupy_nccl_vs_regular_pct"] is None  # below 64 MiB, and no CuPy kind on the CPU
+        # the sweep's own host clock for its eager regular in-place calls; no graph launch on the CPU
+        assert row["sweep_host_time_us"] > 0 and row["graph_busbw_gbps"] is None
     assert document["slower_sizes"] == [r["bytes"] for r in document["rows"] if r["sweep_slower_than_host_loop"]]
     largest = document["largest_vs_link"]
     assert largest["bytes"] == 4096 and largest["link_datasheet_gbps"] is None and "CPU" in largest["link_source"]

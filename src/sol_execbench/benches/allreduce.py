@@ -28,21 +28,27 @@ from .topology import read_topology
 BUFFER_KINDS = ("regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl")
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 JSON_FILE, CSV_FILE = "allreduce.json", "summary.csv"
+LAUNCHES = ("eager", "graph")
 _BANDWIDTHS = "the slowest rank's; algbw = S/t, busbw = algbw * 2(n-1)/n"
-DEVICE_TIME_RULE = ("per call: device time of the timed calls, after the warm-up calls, between a CUDA event recorded "
-                    "on the current stream before the first and one after the last (every buffer kind's call runs on "
-                    f"or joins that stream), divided by their number; {_BANDWIDTHS}")
-HOST_TIME_RULE = ("per call: host-clock time of the timed calls (gloo on the CPU blocks until each is done), after the "
-                  f"warm-up calls, divided by their number; {_BANDWIDTHS}")
+_WINDOWS = ("after the warm-up calls, `repeats` windows of `iterations` timed calls; time_us is the median "
+            "window's time per call, time_us_min the fastest window's")
+DEVICE_TIME_RULE = (f"per call: {_WINDOWS}, each window's device time between a CUDA event recorded on the current "
+                    "stream before its first call and one after its last (every buffer kind's call runs on or joins "
+                    "that stream), divided by its calls; host_time_us: the host clock from before the start event to "
+                    "the end event's completion, median window. launch eager: the calls issued one by one; launch "
+                    "graph: the `iterations` calls captured into one CUDA graph, each window one replay (device time "
+                    f"without the host's launch gaps); {_BANDWIDTHS}")
+HOST_TIME_RULE = (f"per call: {_WINDOWS}, each window's host-clock time (gloo on the CPU blocks until each call is "
+                  f"done; host_time_us is the same) divided by its calls; launch eager only; {_BANDWIDTHS}")
 
 
 def time_rule(on_gpu: bool) -> str:
-    """The rule ``allreduce_rank._measure`` follows on this kind of device."""
+    """The rule ``allreduce_rank`` follows on this kind of device."""
     return DEVICE_TIME_RULE if on_gpu else HOST_TIME_RULE
 
 
-CSV_COLUMNS = ("ranks", "buffer_kind", "placement", "bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "checked",
-               "max_abs_error")
+CSV_COLUMNS = ("ranks", "buffer_kind", "placement", "launch", "bytes", "count", "time_us", "time_us_min",
+               "host_time_us", "windows", "algbw_gbps", "busbw_gbps", "checked", "max_abs_error")
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,10 @@ class AllreduceOptions:
     buffer_kinds: tuple[str, ...] = BUFFER_KINDS
     warmup: int = 5
     iterations: int = 20
+    repeats: int = 5
+    """Timed windows of ``iterations`` calls per measurement; the median window is the time."""
+    launches: tuple[str, ...] = LAUNCHES
+    """graph is skipped on the CPU, with the reason."""
     cpu: bool = False
     """gloo ranks on the CPU even where GPUs exist."""
     timeout_s: float = 600.0
@@ -102,9 +112,19 @@ def run_ranks(plan: RankPlan) -> str | None:
 def _measurement(record: dict) -> AllreduceMeasurement:
     seconds, size, ranks = record["seconds"], record["bytes"], record["ranks"]
     return AllreduceMeasurement(ranks=ranks, buffer_kind=record["buffer_kind"], placement=record["placement"],
-                                bytes=size, count=record["count"], time_us=seconds * 1e6,
-                                algbw_gbps=algbw_gbps(size, seconds), busbw_gbps=busbw_gbps(size, seconds, ranks),
-                                checked=record["max_abs_error"] == 0.0, max_abs_error=record["max_abs_error"])
+                                bytes=size, count=record["count"], launch=record["launch"], time_us=seconds * 1e6,
+                                time_us_min=record["fastest_seconds"] * 1e6, host_time_us=record["host_seconds"] * 1e6,
+                                windows=record["windows"], algbw_gbps=algbw_gbps(size, seconds),
+                                busbw_gbps=busbw_gbps(size, seconds, ranks), checked=record["max_abs_error"] == 0.0,
+                                max_abs_error=record["max_abs_error"])
+
+
+def _unreached(got: list[dict], ranks: int, kinds: tuple[str, ...], launches: tuple[str, ...],
+               failure: str) -> list[SkippedConfiguration]:
+    """After a group failed: every kind and launch it had not reached (no row, no skip), with why."""
+    reached = {(r["buffer_kind"], launch) for r in got for launch in ((r["launch"],) if r.get("launch") else launches)}
+    return [SkippedConfiguration(ranks=ranks, buffer_kind=kind, launch=launch, reason=failure)
+            for launch in launches for kind in kinds if (kind, launch) not in reached]
 
 
 def _platform() -> tuple[str, str, int]:
@@ -145,6 +165,11 @@ def _check(options: AllreduceOptions) -> None:
         raise BenchUsageError("--ranks: give whole numbers above 0")
     if options.iterations < 1 or options.warmup < 0:
         raise BenchUsageError("--iterations must be at least 1 and --warmup at least 0")
+    if options.repeats < 1:
+        raise BenchUsageError(f"--repeats {options.repeats}: give a whole number of timed windows, 1 or more")
+    wrong = [launch for launch in options.launches if launch not in LAUNCHES]
+    if wrong or not options.launches:
+        raise BenchUsageError(f"--launch {wrong[0] if wrong else '(none)'}: give eager or graph (repeatable)")
 
 
 def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
@@ -159,6 +184,7 @@ def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
     if on_gpu and max(counts) > gpus:
         raise BenchUsageError(f"--ranks {max(counts)}: only {gpus} GPU(s) are visible here; give at most {gpus}")
     sizes = tuple(message_sizes(options.min_bytes, options.max_bytes, options.factor))
+    launches = tuple(launch for launch in LAUNCHES if launch in options.launches)  # eager first, always
     records: list[dict] = []
     skipped: list[SkippedConfiguration] = []
     with tempfile.TemporaryDirectory(prefix="sol-execbench-allreduce-") as folder:
@@ -166,23 +192,22 @@ def run_allreduce(options: AllreduceOptions) -> AllreduceSweep:
             result_path = Path(folder) / f"ranks{ranks}.jsonl"
             plan = RankPlan(ranks=ranks, backend="nccl" if on_gpu else "gloo", on_gpu=on_gpu, port=free_port(),
                             sizes=sizes, buffer_kinds=options.buffer_kinds, warmup=options.warmup,
-                            iterations=options.iterations, result_path=str(result_path), timeout_s=options.timeout_s)
+                            iterations=options.iterations, result_path=str(result_path), timeout_s=options.timeout_s,
+                            repeats=options.repeats, launches=launches)
             failure = run_ranks(plan)
             lines = result_path.read_text(encoding="utf-8").splitlines() if result_path.is_file() else []
             got = [json.loads(line) for line in lines]
             records.extend(r for r in got if not r.get("skipped"))
-            skipped.extend(SkippedConfiguration(ranks=r["ranks"], buffer_kind=r["buffer_kind"], reason=r["reason"])
-                           for r in got if r.get("skipped"))
+            skipped.extend(SkippedConfiguration(ranks=r["ranks"], buffer_kind=r["buffer_kind"], launch=r["launch"],
+                                                reason=r["reason"]) for r in got if r.get("skipped"))
             if failure is not None:  # the sizes measured before it stay; the kinds not reached say why
-                reached = {r["buffer_kind"] for r in got}
-                skipped.extend(SkippedConfiguration(ranks=ranks, buffer_kind=k, reason=failure)
-                               for k in options.buffer_kinds if k not in reached)
+                skipped.extend(_unreached(got, ranks, options.buffer_kinds, launches, failure))
     measurements = [_measurement(r) for r in records]
     link_gbps, link_source = datasheet_link(platform, device_name)
     sweep = AllreduceSweep(created_at=datetime.now(timezone.utc).isoformat(), backend="nccl" if on_gpu else "gloo",
                            platform=platform, device_name=device_name, torch_version=torch.__version__,
                            dtype=f"float32 ({ELEMENT_BYTES} bytes)", warmup=options.warmup,
-                           iterations=options.iterations, environment=dict(MULTICAST_OFF), time_rule=time_rule(on_gpu),
+                           iterations=options.iterations, repeats=options.repeats, environment=dict(MULTICAST_OFF), time_rule=time_rule(on_gpu),
                            measurements=measurements, skipped=skipped, fits=fits_by_configuration(measurements),
                            topology=read_topology(platform), link_datasheet_gbps=link_gbps, link_source=link_source)
     write_outputs(sweep, options.output, figures=missing_matplotlib() is None)
@@ -194,8 +219,8 @@ def write_summary_csv(sweep: AllreduceSweep, path: Path) -> None:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
         for m in sweep.measurements:
-            writer.writerow([getattr(m, c) if not isinstance(getattr(m, c), float) else f"{getattr(m, c):.6g}"
-                             for c in CSV_COLUMNS])
+            values = [getattr(m, c) for c in CSV_COLUMNS]
+            writer.writerow(["" if v is None else f"{v:.6g}" if isinstance(v, float) else v for v in values])
 
 
 def write_outputs(sweep: AllreduceSweep, output: Path, figures: bool = True) -> list[Path]:

@@ -1,6 +1,7 @@
 """The all-reduce figures, drawn from an ``AllreduceSweep`` alone: latency and bus bandwidth per GPU count
 (with the datasheet link bandwidth per direction, dashed), the buffer kinds (and their CSV), the
-alpha-beta model against the measurements, the topology."""
+alpha-beta model against the measurements, the topology. Each buffer kind and placement keeps one
+colour; its graph launch is drawn dashed with square markers beside the eager line."""
 
 from __future__ import annotations
 
@@ -9,26 +10,36 @@ from pathlib import Path
 
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
 
+from .allreduce_metrics import configuration, configuration_label
 from .figures import byte_axis, pyplot, save
 
 BUFFER_KINDS_CSV = "buffer_kinds.csv"
+LAUNCH_STYLE = {"eager": {"linestyle": "-", "marker": "."}, "graph": {"linestyle": "--", "marker": "s", "markersize": 3}}
 
 
-def _series(measurements: list[AllreduceMeasurement]) -> dict[tuple[str, str], list[AllreduceMeasurement]]:
-    series: dict[tuple[str, str], list[AllreduceMeasurement]] = {}
-    for m in sorted(measurements, key=lambda m: m.bytes):
-        series.setdefault((m.buffer_kind, m.placement), []).append(m)
+def _series(measurements: list[AllreduceMeasurement]) -> dict[tuple, list[AllreduceMeasurement]]:
+    series: dict[tuple, list[AllreduceMeasurement]] = {}
+    for m in sorted(measurements, key=lambda m: (configuration(m), m.bytes)):
+        series.setdefault(configuration(m), []).append(m)
     return series
+
+
+def _plot(ax, points: list[AllreduceMeasurement], values: list[float], colours: dict) -> None:  # noqa: ANN001
+    """One series: the kind and placement's colour (shared by both launches), the launch's style."""
+    first = points[0]
+    colour = colours.setdefault((first.buffer_kind, first.placement), f"C{len(colours) % 10}")
+    ax.plot([p.bytes for p in points], values, color=colour, label=configuration_label(first).replace("_", "-"),
+            **LAUNCH_STYLE[first.launch])
 
 
 def _latency(sweep: AllreduceSweep, ranks: int, output: Path) -> Path:
     plt = pyplot()
     fig, (ax_time, ax_bw) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for (kind, placement), points in _series([m for m in sweep.measurements if m.ranks == ranks]).items():
-        label = f"{kind}, {placement.replace('_', '-')}"
-        ax_time.plot([p.bytes for p in points], [p.time_us for p in points], marker=".", label=label)
-        ax_bw.plot([p.bytes for p in points], [p.busbw_gbps if ranks > 1 else p.algbw_gbps for p in points],
-                   marker=".", label=label)
+    time_colours: dict = {}
+    bw_colours: dict = {}
+    for points in _series([m for m in sweep.measurements if m.ranks == ranks]).values():
+        _plot(ax_time, points, [p.time_us for p in points], time_colours)
+        _plot(ax_bw, points, [p.busbw_gbps if ranks > 1 else p.algbw_gbps for p in points], bw_colours)
     for ax in (ax_time, ax_bw):
         byte_axis(ax)
         ax.grid(True, which="both", alpha=0.3)
@@ -49,23 +60,25 @@ def _buffer_kinds(sweep: AllreduceSweep, output: Path) -> list[Path]:
     chosen = [m for m in sweep.measurements if m.ranks == ranks]
     with open(output / BUFFER_KINDS_CSV, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
-        writer.writerow(("ranks", "buffer_kind", "placement", "bytes", "time_us", "busbw_gbps"))
-        for m in sorted(chosen, key=lambda m: (m.buffer_kind, m.placement, m.bytes)):
-            writer.writerow((m.ranks, m.buffer_kind, m.placement, m.bytes, f"{m.time_us:.6g}", f"{m.busbw_gbps:.6g}"))
+        writer.writerow(("ranks", "buffer_kind", "placement", "launch", "bytes", "time_us", "busbw_gbps"))
+        for m in sorted(chosen, key=lambda m: (configuration(m), m.bytes)):
+            writer.writerow((m.ranks, m.buffer_kind, m.placement, m.launch, m.bytes, f"{m.time_us:.6g}",
+                             f"{m.busbw_gbps:.6g}"))
         for s in sweep.skipped:
             if s.ranks == ranks:
-                writer.writerow((s.ranks, s.buffer_kind, "skipped", "", "", s.reason))
+                writer.writerow((s.ranks, s.buffer_kind, "skipped", s.launch or "every", "", "", s.reason))
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for (kind, placement), points in _series(chosen).items():
-        ax.plot([p.bytes for p in points], [p.time_us for p in points], marker=".",
-                label=f"{kind}, {placement.replace('_', '-')}")
+    colours: dict = {}
+    for points in _series(chosen).values():
+        _plot(ax, points, [p.time_us for p in points], colours)
     byte_axis(ax)
     ax.set_yscale("log")
     ax.set_ylabel("time per call (us)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    skipped = sorted({s.buffer_kind for s in sweep.skipped if s.ranks == ranks})
+    skipped = sorted({s.buffer_kind + (f" ({s.launch})" if s.launch else "") for s in sweep.skipped
+                      if s.ranks == ranks})
     ax.set_title(f"buffer kinds, {ranks} rank(s)" + (f"; skipped: {', '.join(skipped)} (reasons in "
                                                     f"{BUFFER_KINDS_CSV})" if skipped else ""), fontsize=9)
     return [output / BUFFER_KINDS_CSV, save(fig, output / "buffer_kinds.png")]
@@ -76,17 +89,18 @@ def _model(sweep: AllreduceSweep, output: Path) -> Path:
     fig, (ax_fit, ax_err) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
     for fit in sweep.fits:
         beta = f"{fit.beta_gbps:.1f} GB/s" if fit.beta_gbps is not None else "none"
-        label = f"{fit.ranks}r {fit.buffer_kind} {fit.placement.replace('_', '-')}: alpha {fit.alpha_us:.1f} us, " \
-                f"beta {beta}"
+        label = f"{fit.ranks}r {configuration_label(fit).replace('_', '-')}: alpha {fit.alpha_us:.1f} us, beta {beta}"
         sizes = [p.bytes for p in fit.points]
-        line = ax_fit.plot(sizes, [p.measured_us for p in fit.points], "o", markersize=3)[0]
-        ax_fit.plot(sizes, [p.model_us for p in fit.points], "-", color=line.get_color(), label=label)
-        ax_err.plot(sizes, [100 * p.relative_error for p in fit.points], ".-", color=line.get_color())
+        style = "--" if fit.launch == "graph" else "-"
+        line = ax_fit.plot(sizes, [p.measured_us for p in fit.points], "s" if fit.launch == "graph" else "o",
+                           markersize=3)[0]
+        ax_fit.plot(sizes, [p.model_us for p in fit.points], style, color=line.get_color(), label=label)
+        ax_err.plot(sizes, [100 * p.relative_error for p in fit.points], "." + style, color=line.get_color())
     ax_fit.set_xscale("log", base=2)
     byte_axis(ax_err)  # after the shared axis's scale, which would reset the labels
     ax_fit.set_yscale("log")
     ax_fit.set_ylabel("time per call (us)")
-    ax_fit.set_title("points: measured; lines: alpha + bytes / beta", fontsize=9)
+    ax_fit.set_title("points: measured; lines: alpha + bytes / beta (dashed: graph launch)", fontsize=9)
     ax_err.set_ylabel("model error (%)")
     ax_err.axhline(0, color="black", linewidth=0.5)
     for ax in (ax_fit, ax_err):

@@ -69,15 +69,25 @@ def fit_alpha_beta(measurements: list[AllreduceMeasurement]) -> AlphaBetaFit:
         model = alpha + per_byte * m.bytes
         error = (model - m.time_us) / m.time_us if m.time_us > 0 else 0.0
         points.append(ModelPoint(bytes=m.bytes, measured_us=m.time_us, model_us=model, relative_error=error))
-    return AlphaBetaFit(ranks=first.ranks, buffer_kind=first.buffer_kind, placement=first.placement, alpha_us=alpha,
+    return AlphaBetaFit(ranks=first.ranks, buffer_kind=first.buffer_kind, placement=first.placement,
+                        launch=first.launch, alpha_us=alpha,
                         beta_gbps=(1.0 / per_byte) * 1e6 / GB if per_byte > 0 else None,  # bytes/us -> GB/s
                         max_relative_error=max(abs(p.relative_error) for p in points), points=points)
+
+
+def configuration(m: AllreduceMeasurement) -> tuple[int, str, str, str]:
+    """What one fit, one line or one series covers: ranks, buffer kind, placement and launch."""
+    return m.ranks, m.buffer_kind, m.placement, m.launch
+
+
+def configuration_label(m: AllreduceMeasurement | AlphaBetaFit) -> str:
+    return f"{m.buffer_kind} {m.placement}, {m.launch}"
 
 
 def fits_by_configuration(measurements: list[AllreduceMeasurement]) -> list[AlphaBetaFit]:
     groups: dict[tuple, list[AllreduceMeasurement]] = {}
     for m in measurements:
-        groups.setdefault((m.ranks, m.buffer_kind, m.placement), []).append(m)
+        groups.setdefault(configuration(m), []).append(m)
     return [fit_alpha_beta(sorted(group, key=lambda m: m.bytes)) for _key, group in sorted(groups.items())
             if len(group) >= 2]
 
@@ -88,11 +98,11 @@ def largest_size_link_lines(sweep: AllreduceSweep) -> list[str]:
     link = sweep.link_datasheet_gbps
     if link is None:
         return [f"no datasheet link bandwidth to compare busbw with: {sweep.link_source or 'none recorded'}"]
-    largest: dict[tuple[int, str, str], AllreduceMeasurement] = {}
+    largest: dict[tuple[int, str, str, str], AllreduceMeasurement] = {}
     for m in sweep.measurements:
-        key = (m.ranks, m.buffer_kind, m.placement)
+        key = configuration(m)
         if m.ranks > 1 and (key not in largest or m.bytes > largest[key].bytes):
             largest[key] = m
-    return [f"busbw at {size_label(m.bytes)} ({m.ranks} ranks, {m.buffer_kind} {m.placement}): {m.busbw_gbps:.0f} GB/s "
+    return [f"busbw at {size_label(m.bytes)} ({m.ranks} ranks, {configuration_label(m)}): {m.busbw_gbps:.0f} GB/s "
             f"= {100 * m.busbw_gbps / link:.0f}% of the {link:.0f} GB/s datasheet link (per direction)"
             for _key, m in sorted(largest.items())]

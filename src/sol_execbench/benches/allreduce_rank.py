@@ -1,16 +1,21 @@
 """One rank of the all-reduce sweep (a process of its own, started by ``allreduce.run_ranks``).
 
-Every rank runs the same plan in the same order, so the collectives match. For each buffer kind,
-size and placement: one checked call (each rank's input is ``rank + 1 + (i % 7)``, the exact sum
-is known), then ``warmup`` calls and ``iterations`` timed calls: between two CUDA events on the
-current stream on a GPU, by the host clock on the CPU (``_measure``). The slowest rank's time and the largest error are reduced across ranks
-(MAX) and rank 0 appends one JSON line per measurement to the result file."""
+Every rank runs the same plan in the same order, so the collectives match. First the eager pass:
+for each buffer kind, size and placement, one checked call (each rank's input is
+``rank + 1 + (i % 7)``, the exact sum is known), then ``warmup`` calls and ``repeats`` windows of
+``iterations`` timed calls: between two CUDA events on the current stream on a GPU, by the host
+clock on the CPU (``_measure``). Then, on a GPU, the graph pass over the same kinds and sizes
+(``_measure_graph``): the calls captured into one CUDA graph and its replays timed alike; it comes
+second so that a capture which hangs loses only graph rows. Each statistic (median window, fastest
+window, median host time) and the largest error are reduced across ranks (MAX: the slowest rank's)
+and rank 0 appends one JSON line per measurement to the result file."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import json
+import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -31,6 +36,10 @@ class RankPlan:
     iterations: int
     result_path: str
     timeout_s: float
+    repeats: int = 5
+    """Timed windows of ``iterations`` calls each; the median window is the measurement."""
+    launches: tuple[str, ...] = ("eager",)
+    """eager: the calls one by one; graph: ``iterations`` calls captured into one CUDA graph (GPU only)."""
 
 
 class Unavailable(Exception):
@@ -166,47 +175,119 @@ def _expected(torch: Any, count: int, ranks: int, device: Any) -> Any:
     return pattern * ranks + ranks * (ranks + 1) / 2
 
 
-def _measure(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, rank: int) -> tuple[float, float]:
-    """(seconds per call, max abs error of the checked call) on this rank.
+@dataclass(frozen=True)
+class Windows:
+    """Seconds per call of each timed window: the device's (CUDA events; the host clock on the CPU)
+    and the host clock's around the same window, with the checked call's largest error."""
 
-    On a GPU the timed calls lie between two CUDA events on the current stream, so the time is the
-    device's from the first call's start to the last call's end, whatever the host did meanwhile.
+    device: tuple[float, ...]
+    host: tuple[float, ...]
+    error: float
+
+    def statistics(self) -> list[float]:
+        """[median window, fastest window, median host window, error]: what the ranks reduce by MAX."""
+        return [statistics.median(self.device), min(self.device), statistics.median(self.host), self.error]
+
+
+def _timed_windows(torch: Any, plan: RankPlan, run_window: Callable[[], None], calls: int) -> tuple[list, list]:
+    """``plan.repeats`` runs of ``run_window`` (``calls`` calls each): (device, host) seconds per call.
+
+    On a GPU each window lies between two CUDA events on the current stream, so its device time runs
+    from the first call's start to the last call's end, whatever the host did meanwhile; the host
+    clock runs from just before the start event to the end event's completion. On the CPU (gloo,
+    which blocks until each call is done) the host clock is both."""
+    device, host = [], []
+    for _ in range(plan.repeats):
+        if plan.on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began = time.perf_counter()
+            start.record()  # on the current stream
+            run_window()
+            end.record()
+            end.synchronize()
+            host.append((time.perf_counter() - began) / calls)
+            device.append(start.elapsed_time(end) / 1e3 / calls)  # elapsed_time is in ms
+        else:
+            began = time.perf_counter()
+            run_window()
+            host.append((time.perf_counter() - began) / calls)
+            device.append(host[-1])
+    return device, host
+
+
+def _check_call(torch: Any, plan: RankPlan, run: Callable[[], Any], x: Any, rank: int) -> float:
+    """The largest error of one call (``run`` returns its output, None for in place) on the pattern."""
+    _fill(torch, x, rank)
+    out = run()
+    result = x if out is None else out
+    if plan.on_gpu:
+        torch.cuda.synchronize()
+    return float((result - _expected(torch, x.numel(), plan.ranks, x.device)).abs().max().item())
+
+
+def _measure(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, rank: int) -> Windows:
+    """The eager calls on this rank: one checked call, ``plan.warmup`` calls, then the timed windows.
+
     Every buffer kind's call enqueues on the current stream or makes it wait for its own:
     ``dist.all_reduce`` (``async_op=False``) makes the current stream wait on NCCL's stream, the
     functional collective's ``wait_tensor`` does the same, the symmetric-memory ops launch on the
-    current stream and the CuPy launch is given ``torch.cuda.current_stream()``. So the end event
-    completes only after the last call has. On the CPU (gloo, which blocks until done) the host clock
-    between the first call and the return of the last is the time."""
+    current stream and the CuPy launch is given ``torch.cuda.current_stream()``. So a window's end
+    event completes only after its last call has."""
     sync = torch.cuda.synchronize if plan.on_gpu else (lambda: None)
-    _fill(torch, x, rank)
-    out = call(x)
-    result = x if out is None else out
-    sync()
-    error = float((result - _expected(torch, x.numel(), plan.ranks, x.device)).abs().max().item())
+    error = _check_call(torch, plan, lambda: call(x), x, rank)
     x.zero_()  # repeated in-place sums of the pattern would overflow; the values do not change the time
     for _ in range(plan.warmup):
         call(x)
     sync()
-    if plan.on_gpu:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()  # on the current stream
+
+    def window() -> None:
         for _ in range(plan.iterations):
             call(x)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / plan.iterations, error  # elapsed_time is in ms
-    began = time.perf_counter()
-    for _ in range(plan.iterations):
-        call(x)
-    return (time.perf_counter() - began) / plan.iterations, error
+
+    device, host = _timed_windows(torch, plan, window, plan.iterations)
+    return Windows(tuple(device), tuple(host), error)
 
 
-def _sweep_kind(torch: Any, dist: Any, device: Any, plan: RankPlan, rank: int, kind: str) -> None:
-    try:
-        ops = _ops_for(kind, torch, dist, device, plan, rank)
-    except Unavailable as exc:
-        _record(plan, rank, {"skipped": True, "ranks": plan.ranks, "buffer_kind": kind, "reason": str(exc)})
-        return
+def _capture(torch: Any, run: Callable[[], Any]) -> tuple[Any, Any]:
+    """(graph, what ``run`` returned while captured). Captured on a side stream (``torch.cuda.graph``
+    makes one) with thread-local capture errors, so NCCL's watchdog thread may keep querying events."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = run()
+    return graph, out
+
+
+def _measure_graph(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, rank: int) -> Windows:
+    """The graph launch on this rank (a GPU, after the eager pass made the communicators): one call
+    captured alone and replayed is checked against the exact sum; then ``plan.iterations`` calls are
+    captured into one graph, replayed once to warm, and ``plan.repeats`` replays are timed, each
+    between CUDA events: the device's time for back-to-back calls without the host's launch gaps
+    (nccl-tests' graph mode). Every rank captures the same calls, so the collectives match."""
+    torch.cuda.synchronize()
+    single, out = _capture(torch, lambda: call(x))
+
+    def replay_single() -> Any:  # _check_call fills x first: captured work reads x only at replay
+        single.replay()
+        return out
+
+    error = _check_call(torch, plan, replay_single, x, rank)
+    x.zero_()
+
+    def calls() -> None:
+        for _ in range(plan.iterations):
+            call(x)
+
+    graph, _ = _capture(torch, calls)
+    graph.replay()  # warm
+    torch.cuda.synchronize()
+    device, host = _timed_windows(torch, plan, graph.replay, plan.iterations)
+    del graph
+    return Windows(tuple(device), tuple(host), error)
+
+
+def _sweep_kind(torch: Any, dist: Any, device: Any, plan: RankPlan, rank: int, kind: str, ops: Ops,
+                launch: str) -> None:
+    measure = _measure if launch == "eager" else _measure_graph
     placements = [(name, fn) for name, fn in (("in_place", ops.in_place), ("out_of_place", ops.out_of_place))
                   if fn is not None]
     for size in plan.sizes:
@@ -214,14 +295,26 @@ def _sweep_kind(torch: Any, dist: Any, device: Any, plan: RankPlan, rank: int, k
         with ops.per_size(count):
             x = ops.alloc(count)
             for placement, call in placements:
-                seconds, error = _measure(torch, plan, call, x, rank)
-                reduced = torch.tensor([seconds, error], dtype=torch.float64, device=device)
+                windows = measure(torch, plan, call, x, rank)
+                reduced = torch.tensor(windows.statistics(), dtype=torch.float64, device=device)
                 dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
-                seconds, error = (float(v) for v in reduced.tolist())
+                median, fastest, host, error = (float(v) for v in reduced.tolist())
                 _record(plan, rank, {"ranks": plan.ranks, "buffer_kind": kind, "placement": placement, "bytes": size,
-                                     "count": count, "seconds": seconds, "max_abs_error": error})
+                                     "count": count, "launch": launch, "seconds": median, "fastest_seconds": fastest,
+                                     "host_seconds": host, "windows": plan.repeats, "max_abs_error": error})
             del x
         ops.after_size()
+
+
+def _skip(plan: RankPlan, rank: int, kind: str, reason: str, launch: str | None) -> None:
+    """A skipped configuration; ``launch`` None: the kind under every launch."""
+    _record(plan, rank, {"skipped": True, "ranks": plan.ranks, "buffer_kind": kind, "launch": launch,
+                         "reason": reason})
+
+
+def _failure(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"failed: {type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
 def run_rank(rank: int, plan: RankPlan) -> None:
@@ -237,16 +330,33 @@ def run_rank(rank: int, plan: RankPlan) -> None:
         options["device_id"] = device  # binds the NCCL communicator to the rank's GPU eagerly
     dist.init_process_group(plan.backend, init_method=f"tcp://127.0.0.1:{plan.port}", rank=rank,
                             world_size=plan.ranks, timeout=datetime.timedelta(seconds=plan.timeout_s), **options)
+    # A kind that breaks is reported and the next one runs. The same code on every rank fails alike;
+    # a rank failing alone leaves the others waiting in a collective until the group's timeout ends them.
     try:
+        made: dict[str, Ops] = {}
         for kind in plan.buffer_kinds:
             try:
-                _sweep_kind(torch, dist, device, plan, rank, kind)
-            except Exception as exc:  # noqa: BLE001 - a kind that breaks here is reported, the next one runs
-                # The same code on every rank fails alike; a rank failing alone leaves the others
-                # waiting in a collective until the group's timeout ends them all.
-                text = str(exc).strip().splitlines()
-                _record(plan, rank, {"skipped": True, "ranks": plan.ranks, "buffer_kind": kind,
-                                     "reason": f"failed: {type(exc).__name__}: {text[0][:300] if text else ''}"})
+                made[kind] = _ops_for(kind, torch, dist, device, plan, rank)
+            except Unavailable as exc:
+                _skip(plan, rank, kind, str(exc), None)
+            except Exception as exc:  # noqa: BLE001 - reported as a skipped configuration
+                _skip(plan, rank, kind, _failure(exc), None)
+            if kind in made and "eager" in plan.launches:
+                try:
+                    _sweep_kind(torch, dist, device, plan, rank, kind, made[kind], "eager")
+                except Exception as exc:  # noqa: BLE001 - reported as a skipped configuration
+                    _skip(plan, rank, kind, _failure(exc), "eager")
+            dist.barrier()
+        if "graph" not in plan.launches:
+            return
+        for kind, ops in made.items():  # second, so that a capture that hangs loses only graph rows
+            if not plan.on_gpu:
+                _skip(plan, rank, kind, "CUDA graphs need GPUs (this sweep runs gloo on the CPU)", "graph")
+                continue
+            try:
+                _sweep_kind(torch, dist, device, plan, rank, kind, ops, "graph")
+            except Exception as exc:  # noqa: BLE001 - reported as a skipped configuration
+                _skip(plan, rank, kind, _failure(exc), "graph")
             dist.barrier()
     finally:
         dist.destroy_process_group()

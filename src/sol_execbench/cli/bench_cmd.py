@@ -79,16 +79,22 @@ def bench_group() -> None:
 @click.option("--buffer-kind", "buffer_kinds", multiple=True,
               help="regular, nccl_mem_pool, symm_mem_one_shot, symm_mem_two_shot, cupy_nccl (repeatable; default all).")
 @click.option("--warmup", type=int, default=5, show_default=True)
-@click.option("--iterations", type=int, default=20, show_default=True, help="Timed calls per size.")
+@click.option("--iterations", type=int, default=20, show_default=True, help="Timed calls per window.")
+@click.option("--repeats", type=int, default=5, show_default=True,
+              help="Timed windows per size; the median window's time per call is reported.")
+@click.option("--launch", "launches", multiple=True,
+              help="eager (calls one by one), graph (the calls captured into one CUDA graph; GPU only) "
+                   "(repeatable; default both).")
 @click.option("--cpu", is_flag=True, help="gloo ranks on the CPU even where GPUs exist.")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
               help="Seconds for one GPU count's processes.")
 @click.option("--reuse", is_flag=True, help="Re-render the figures from OUTPUT/allreduce.json; runs nothing.")
 def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int, rank_counts: tuple[int, ...],
-                      buffer_kinds: tuple[str, ...], warmup: int, iterations: int, cpu: bool, timeout_s: float,
-                      reuse: bool) -> None:
+                      buffer_kinds: tuple[str, ...], warmup: int, iterations: int, repeats: int,
+                      launches: tuple[str, ...], cpu: bool, timeout_s: float, reuse: bool) -> None:
     """All-reduce over message sizes, GPU counts and buffer kinds: time, algbw, busbw (nccl-tests' columns)."""
-    from sol_execbench.benches.allreduce import BUFFER_KINDS, JSON_FILE, AllreduceOptions, run_allreduce, write_outputs
+    from sol_execbench.benches.allreduce import (BUFFER_KINDS, JSON_FILE, LAUNCHES, AllreduceOptions, run_allreduce,
+                                                 write_outputs)
     from sol_execbench.benches.allreduce_metrics import largest_size_link_lines
     from sol_execbench.benches.errors import BenchUsageError
     from sol_execbench.schema.benches import AllreduceSweep
@@ -102,12 +108,14 @@ def allreduce_command(output: Path, min_bytes: int, max_bytes: int, factor: int,
             return
         sweep = run_allreduce(AllreduceOptions(output=output, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor,
                                                rank_counts=rank_counts, buffer_kinds=buffer_kinds or BUFFER_KINDS,
-                                               warmup=warmup, iterations=iterations, cpu=cpu, timeout_s=timeout_s))
+                                               warmup=warmup, iterations=iterations, repeats=repeats,
+                                               launches=launches or LAUNCHES, cpu=cpu, timeout_s=timeout_s))
     except BenchUsageError as exc:
         _fail(str(exc))
     _note_figures()
     for skipped in sweep.skipped:
-        click.echo(f"skipped {skipped.buffer_kind} with {skipped.ranks} rank(s): {skipped.reason}")
+        launch = f" ({skipped.launch} launch)" if skipped.launch else ""
+        click.echo(f"skipped {skipped.buffer_kind}{launch} with {skipped.ranks} rank(s): {skipped.reason}")
     for line in largest_size_link_lines(sweep):
         click.echo(line)
     unchecked = [m for m in sweep.measurements if not m.checked]

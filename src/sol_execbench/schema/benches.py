@@ -14,6 +14,7 @@ BENCH_SCHEMA_VERSION = "1"
 
 BufferKind = Literal["regular", "nccl_mem_pool", "symm_mem_one_shot", "symm_mem_two_shot", "cupy_nccl"]
 Placement = Literal["in_place", "out_of_place"]
+Launch = Literal["eager", "graph"]
 
 
 # ---------------------------------------------------------------- all-reduce
@@ -30,8 +31,18 @@ class AllreduceMeasurement(SchemaModel):
     """Message size S in bytes (count x element size)."""
     count: NonNegativeInt
     """Elements per rank."""
+    launch: Launch = "eager"
+    """eager: the calls one by one from the host; graph: ``iterations`` calls captured into one CUDA graph
+    and replayed (the device's time for back-to-back calls, nccl-tests' graph mode)."""
     time_us: float = Field(ge=0)
-    """Per call: the slowest rank's mean over the timed calls."""
+    """Per call: the median window's (over ``windows`` windows of the timed calls), the slowest rank's."""
+    time_us_min: Optional[float] = Field(default=None, ge=0)
+    """Per call: the fastest window's, the slowest rank's (null where not recorded)."""
+    host_time_us: Optional[float] = Field(default=None, ge=0)
+    """Per call: the host clock's over the median host window, from before the start event to the end
+    event's completion, the slowest rank's (null where not recorded)."""
+    windows: int = Field(default=1, ge=1)
+    """Timed windows of ``iterations`` calls each (the sweep's ``repeats``)."""
     algbw_gbps: float = Field(ge=0)
     """S / time, in GB/s (1e9 bytes)."""
     busbw_gbps: float = Field(ge=0)
@@ -45,6 +56,8 @@ class SkippedConfiguration(SchemaModel):
     ranks: int = Field(ge=1)
     buffer_kind: BufferKind
     reason: NonEmptyString
+    launch: Optional[Launch] = None
+    """The launch skipped; null: the kind under every launch."""
 
 
 class ModelPoint(SchemaModel):
@@ -61,6 +74,7 @@ class AlphaBetaFit(SchemaModel):
     ranks: int = Field(ge=1)
     buffer_kind: BufferKind
     placement: Placement
+    launch: Launch = "eager"
     alpha_us: float
     """Latency term: the time of an empty message."""
     beta_gbps: Optional[float] = None
@@ -94,6 +108,8 @@ class AllreduceSweep(SchemaModel):
     dtype: NonEmptyString
     warmup: NonNegativeInt
     iterations: int = Field(ge=1)
+    repeats: int = Field(default=1, ge=1)
+    """Timed windows of ``iterations`` calls per measurement; the median window is the time."""
     environment: dict[str, str]
     """The variables the command set for every rank (multicast off)."""
     time_rule: NonEmptyString
