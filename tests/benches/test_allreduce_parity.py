@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from sol_execbench.benches.allreduce_metrics import busbw_gbps
+from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
+
 from .test_allreduce import SRC, cli
 
 SCRIPT = SRC.parent / "benchmarks" / "allreduce_parity.py"
@@ -39,6 +42,8 @@ def test_host_loop_beside_a_cpu_sweep(tmp_path):
         assert row["host_loop_busbw_gbps"] == pytest.approx(row["bytes"] / (row["host_loop_time_us"] * 1e-6) / 1e9)
         assert set(row["sweep_busbw_gbps"]) == set(document["columns"])
         expected = 100 * (row["sweep_busbw_gbps"]["regular in_place"] / row["host_loop_busbw_gbps"] - 1)
+        # no graph launch on the CPU: the eager rows are the sweep's device figure
+        assert row["device_launch"] == "eager" and row["eager_vs_host_loop_pct"] == pytest.approx(expected)
         assert row["sweep_vs_host_loop_pct"] == pytest.approx(expected)
         assert row["sweep_slower_than_host_loop"] == (expected < -2.0)
         assert row["cupy_nccl_vs_regular_pct"] is None  # below 64 MiB, and no CuPy kind on the CPU
@@ -60,3 +65,38 @@ def test_a_missing_or_garbled_sweep_exits_2_naming_it(tmp_path, content):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(sweep) in lines[0], result.stderr
     assert not (tmp_path / "parity.json").exists()
+
+
+def _measurement(launch: str, size: int, seconds: float, kind: str = "regular") -> AllreduceMeasurement:
+    return AllreduceMeasurement(ranks=2, buffer_kind=kind, placement="in_place", bytes=size, count=size // 4,
+                                launch=launch, time_us=seconds * 1e6, host_time_us=seconds * 1e6,
+                                algbw_gbps=busbw_gbps(size, seconds, 1), busbw_gbps=busbw_gbps(size, seconds, 2),
+                                checked=True, max_abs_error=0.0)
+
+
+def test_the_flag_judges_the_graph_launch_where_the_sweep_has_it():
+    """Host-paced eager calls slower than the host loop are not flagged when the graph launch (the
+    device's own time per call) is at least as fast; a graph row slower than the host loop is."""
+    module = _parity_module()
+    measurements = [_measurement("eager", 8, 50e-6), _measurement("graph", 8, 9e-6),  # graph far faster
+                    _measurement("eager", 1 << 20, 40e-6), _measurement("graph", 1 << 20, 60e-6),  # graph slower
+                    _measurement("eager", 1 << 26, 200e-6)]  # no graph row: eager is the device figure
+    sweep = AllreduceSweep(created_at="2026-11-27T00:00:00+00:00", backend="nccl", platform="cuda",
+                           device_name="test", torch_version="2.11", dtype="float32 (4 bytes)", warmup=1,
+                           iterations=2, repeats=2, environment={}, time_rule="test", measurements=measurements)
+    host = {8: 36e-6, 1 << 20: 45e-6, 1 << 26: 190e-6}
+    rows = {row["bytes"]: row for row in module.compare(sweep, 2, host)["rows"]}
+    assert rows[8]["device_launch"] == "graph" and not rows[8]["sweep_slower_than_host_loop"]
+    assert rows[8]["eager_vs_host_loop_pct"] == pytest.approx(100 * (36 / 50 - 1))
+    assert rows[1 << 20]["device_launch"] == "graph" and rows[1 << 20]["sweep_slower_than_host_loop"]
+    assert rows[1 << 26]["device_launch"] == "eager" and rows[1 << 26]["sweep_slower_than_host_loop"]
+    assert module.compare(sweep, 2, host)["slower_sizes"] == [1 << 20, 1 << 26]
+
+
+def _parity_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("allreduce_parity", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
