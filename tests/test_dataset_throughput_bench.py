@@ -91,3 +91,14 @@ def test_scaling_compares_each_workload_with_the_one_gpu_run():
                            statuses={"a/1": "PASSED", "b/1": "RUNTIME_ERROR"})
     bench.add_scaling([one, two])
     assert two.scaling == 1.92 and two.status_mismatches == ["b/1"] and one.scaling is None
+
+
+def test_a_stopped_mode_is_estimated_per_category():
+    """Problems not reached count at their own category's mean: a suite stopped after its slow CUDA
+    C++ builds is not estimated as if every PyTorch problem left took a build's time too."""
+    bench = _bench_module()
+    walls = {"cuda/a": 70.0, "cuda/b": 66.0, "pytorch/c": 6.0, "pytorch/d": 8.0}
+    problems = [*walls, "cuda/e", "pytorch/f", "pytorch/g", "triton/h"]
+    # measured 150 s; left: one CUDA at 68, two PyTorch at 7, one of an unseen category at the mean of all (37.5)
+    assert bench.estimated_full_wall(150.0, walls, problems) == pytest.approx(150 + 68 + 14 + 37.5)
+    assert bench.estimated_full_wall(10.0, {}, problems) is None
