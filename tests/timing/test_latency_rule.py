@@ -68,6 +68,16 @@ def test_more_host_rounds_than_device_rounds_follow_the_same_rule():
     assert quiet.latency_ms == 0.05 and not quiet.host_bound and quiet.summary.count == 5
 
 
+def test_a_host_round_below_the_allowance_counts_as_the_device_time():
+    """Host-set rounds are counted by the latency's rule one by one: a round whose host span is
+    shorter than the allowance reads as the device time, so the trace's minimum is never negative
+    nor below the device time."""
+    host = [ALLOWANCE_MS / 2] + [0.4] * 24
+    side = _measured_side([0.05] * 5, host)
+    assert side.host_bound and side.summary.count == 25
+    assert side.summary.minimum == pytest.approx(0.05) and side.summary.maximum == pytest.approx(0.4 - ALLOWANCE_MS)
+
+
 def _spans(device, host):
     return SideSpans(tuple(device), tuple(host), ALLOWANCE_MS)
 

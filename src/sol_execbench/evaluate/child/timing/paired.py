@@ -81,12 +81,13 @@ class SideMeasurement:
 
     @property
     def setting_spans_ms(self) -> tuple[float, ...]:
-        """The spans of the pass that set the latency, as the rule counts them (host spans less the
-        allowance where a device time exists)."""
+        """The spans of the pass that set the latency, each counted by the latency's own rule
+        (``side_latency_ms`` of the device time and that host span): a host round shorter than the
+        allowance reads as the device time, never below it, and never as a negative time."""
         if not self.host_bound:
             return tuple(d for d in self.device_ms if d is not None)
-        allowance = self.allowance_ms if self.device_median_ms() is not None else 0.0
-        return tuple(h - allowance for h in self.host_ms)
+        device = self.device_median_ms()
+        return tuple(side_latency_ms(device, h, self.allowance_ms) for h in self.host_ms)
 
     @property
     def summary(self) -> Summary:
