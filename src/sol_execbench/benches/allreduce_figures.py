@@ -6,6 +6,7 @@ colour; its graph launch is drawn dashed with square markers beside the eager li
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from sol_execbench.schema.benches import AllreduceMeasurement, AllreduceSweep
@@ -15,6 +16,7 @@ from .figures import byte_axis, pyplot, save
 
 BUFFER_KINDS_CSV = "buffer_kinds.csv"
 LAUNCH_STYLE = {"eager": {"linestyle": "-", "marker": "."}, "graph": {"linestyle": "--", "marker": "s", "markersize": 3}}
+LEGEND_COLUMNS = 4
 
 
 def _series(measurements: list[AllreduceMeasurement]) -> dict[tuple, list[AllreduceMeasurement]]:
@@ -34,10 +36,13 @@ def _plot(ax, points: list[AllreduceMeasurement], values: list[float], colours: 
 
 def _latency(sweep: AllreduceSweep, ranks: int, output: Path) -> Path:
     plt = pyplot()
-    fig, (ax_time, ax_bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+    series = _series([m for m in sweep.measurements if m.ranks == ranks])
+    legend_inches = 0.2 * math.ceil((len(series) + 1) / LEGEND_COLUMNS) + 0.1
+    height = 4.5 + legend_inches
+    fig, (ax_time, ax_bw) = plt.subplots(1, 2, figsize=(12, height))
     time_colours: dict = {}
     bw_colours: dict = {}
-    for points in _series([m for m in sweep.measurements if m.ranks == ranks]).values():
+    for points in series.values():
         _plot(ax_time, points, [p.time_us for p in points], time_colours)
         _plot(ax_bw, points, [p.busbw_gbps if ranks > 1 else p.algbw_gbps for p in points], bw_colours)
     for ax in (ax_time, ax_bw):
@@ -46,13 +51,17 @@ def _latency(sweep: AllreduceSweep, ranks: int, output: Path) -> Path:
     ax_time.set_yscale("log")
     ax_time.set_ylabel("time per call (us)")
     ax_bw.set_ylabel("busbw (GB/s)" if ranks > 1 else "algbw (GB/s); busbw is 0 for one rank")
+    handles, labels = ax_time.get_legend_handles_labels()
     if ranks > 1 and sweep.link_datasheet_gbps is not None:  # a ring's busbw is each link's load per direction
-        ax_bw.axhline(sweep.link_datasheet_gbps, color="black", linestyle="--", linewidth=1,
-                      label=f"datasheet link per direction ({sweep.link_datasheet_gbps:.0f} GB/s)")
-        ax_bw.legend(fontsize=7)
-    ax_time.legend(fontsize=7)
+        handles.append(ax_bw.axhline(sweep.link_datasheet_gbps, color="black", linestyle="--", linewidth=1))
+        labels.append(f"datasheet link per direction ({sweep.link_datasheet_gbps:.0f} GB/s)")
     fig.suptitle(f"all-reduce, {ranks} rank(s), {sweep.backend} on {sweep.device_name}")
-    return save(fig, output / f"latency_{ranks}ranks.png")
+    # One legend below both panels: inside either one it covered the small-size curves.
+    fig.legend(handles, labels, loc="lower center", ncol=LEGEND_COLUMNS, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, legend_inches / height, 1, 1))
+    fig.savefig(output / f"latency_{ranks}ranks.png", dpi=110)
+    plt.close(fig)
+    return output / f"latency_{ranks}ranks.png"
 
 
 def _buffer_kinds(sweep: AllreduceSweep, output: Path) -> list[Path]:
