@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from sol_execbench.cli.errors import fail  # noqa: E402
 OURS = [sys.executable, "-c", "import sys; sys.argv[0] = 'sol-execbench'; from sol_execbench.cli.main import main; main()"]
 UPSTREAM_CODE = "import sys; sys.path.insert(0, sys.argv.pop(1)); from sol_execbench.cli.main import cli; cli()"
 SOLUTION_FILE = "solution.json"
@@ -371,13 +375,10 @@ def estimated_full_wall(wall: float, walls: dict[str, float], problems: list[str
     by_category: dict[str, list[float]] = {}
     for problem, seconds in walls.items():
         by_category.setdefault(problem.split("/")[0], []).append(seconds)
-    overall = sum(walls.values()) / len(walls)
+    mean = {category: statistics.fmean(values) for category, values in by_category.items()}
+    overall = statistics.fmean(walls.values())
     left = [p for p in problems if p not in walls]
-    return round(wall + sum(_mean(by_category.get(p.split("/")[0])) or overall for p in left), 1)
-
-
-def _mean(values: list[float] | None) -> float | None:
-    return sum(values) / len(values) if values else None
+    return round(wall + sum(mean.get(p.split("/")[0], overall) for p in left), 1)
 
 
 def upstream_pythonpath(upstream: Path, pythonpath: str) -> str:
@@ -462,17 +463,12 @@ def prior_results(path: Path, suite: dict[str, Any], gpu: str | None) -> list[Mo
         document = json.loads(path.read_text())
         modes = [ModeResult(**m) for m in document["modes"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        usage_error(f"--prior {path}: not this benchmark's JSON ({type(exc).__name__}: {exc}); give an earlier --out")
+        fail(f"--prior {path}: not this benchmark's JSON ({type(exc).__name__}: {exc}); give an earlier --out")
     for field_name, ours, theirs in (("suite", suite, document.get("suite")), ("gpu", gpu, document.get("gpu"))):
         if ours != theirs:
-            usage_error(f"--prior {path}: field '{field_name}' is {theirs!r}, this run's is {ours!r}; give the same "
+            fail(f"--prior {path}: field '{field_name}' is {theirs!r}, this run's is {ours!r}; give the same "
                         "--problems/--cuda on the same GPU")
     return modes
-
-
-def usage_error(message: str) -> None:
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
 
 
 def write_json(path: Path, args: argparse.Namespace, suite: dict[str, Any], results: list[ModeResult]) -> None:

@@ -58,10 +58,7 @@ def _latency(sweep: AllreduceSweep, ranks: int, output: Path) -> Path:
     fig.suptitle(f"all-reduce, {ranks} rank(s), {sweep.backend} on {sweep.device_name}")
     # One legend below both panels: inside either one it covered the small-size curves.
     fig.legend(handles, labels, loc="lower center", ncol=LEGEND_COLUMNS, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, legend_inches / height, 1, 1))
-    fig.savefig(output / f"latency_{ranks}ranks.png", dpi=110)
-    plt.close(fig)
-    return output / f"latency_{ranks}ranks.png"
+    return save(fig, output / f"latency_{ranks}ranks.png", rect=(0, legend_inches / height, 1, 1))
 
 
 def _buffer_kinds(sweep: AllreduceSweep, output: Path) -> list[Path]:

@@ -189,8 +189,8 @@ class Windows:
         return [statistics.median(self.device), min(self.device), statistics.median(self.host), self.error]
 
 
-def _timed_windows(torch: Any, plan: RankPlan, run_window: Callable[[], None], calls: int) -> tuple[list, list]:
-    """``plan.repeats`` runs of ``run_window`` (``calls`` calls each): (device, host) seconds per call.
+def _timed_windows(torch: Any, plan: RankPlan, run_window: Callable[[], None]) -> tuple[list, list]:
+    """``plan.repeats`` runs of ``run_window`` (``plan.iterations`` calls each): (device, host) seconds per call.
 
     On a GPU each window lies between two CUDA events on the current stream, so its device time runs
     from the first call's start to the last call's end, whatever the host did meanwhile; the host
@@ -205,12 +205,12 @@ def _timed_windows(torch: Any, plan: RankPlan, run_window: Callable[[], None], c
             run_window()
             end.record()
             end.synchronize()
-            host.append((time.perf_counter() - began) / calls)
-            device.append(start.elapsed_time(end) / 1e3 / calls)  # elapsed_time is in ms
+            host.append((time.perf_counter() - began) / plan.iterations)
+            device.append(start.elapsed_time(end) / 1e3 / plan.iterations)  # elapsed_time is in ms
         else:
             began = time.perf_counter()
             run_window()
-            host.append((time.perf_counter() - began) / calls)
+            host.append((time.perf_counter() - began) / plan.iterations)
             device.append(host[-1])
     return device, host
 
@@ -244,7 +244,7 @@ def _measure(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: Any, ran
         for _ in range(plan.iterations):
             call(x)
 
-    device, host = _timed_windows(torch, plan, window, plan.iterations)
+    device, host = _timed_windows(torch, plan, window)
     return Windows(tuple(device), tuple(host), error)
 
 
@@ -280,7 +280,7 @@ def _measure_graph(torch: Any, plan: RankPlan, call: Callable[[Any], Any], x: An
     graph, _ = _capture(torch, calls)
     graph.replay()  # warm
     torch.cuda.synchronize()
-    device, host = _timed_windows(torch, plan, graph.replay, plan.iterations)
+    device, host = _timed_windows(torch, plan, graph.replay)
     del graph
     return Windows(tuple(device), tuple(host), error)
 

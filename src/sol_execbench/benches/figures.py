@@ -48,9 +48,10 @@ def byte_axis(ax: Any) -> None:
     ax.tick_params(axis="x", labelrotation=45)
 
 
-def save(fig: Any, path: Path) -> Path:
+def save(fig: Any, path: Path, rect: tuple[float, float, float, float] | None = None) -> Path:
+    """Lay out (within ``rect`` of the figure, where given), write and close ``fig``."""
     plt = pyplot()
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -90,9 +90,9 @@ def _warm_triton(info) -> None:
 
 
 def _warm_device_timing(info) -> None:
-    """Time a tiny kernel once, as an evaluation does: the process's first profiler session
-    (CUPTI start-up, its priming session, the torch._dynamo import the profiler makes) cost
-    seconds in a cold child's first workload."""
+    """Time a tiny kernel once, as an evaluation does: a process's first profiler session (CUPTI
+    start-up, its priming session, the torch._dynamo import the profiler makes) takes seconds,
+    which a child warmed here does not spend in its first workload."""
     import torch
 
     from .timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
