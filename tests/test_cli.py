@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,30 @@ def test_verbose_shows_staging_details_and_the_childs_output(problem: Path):
     assert result.exit_code == 0, result.output
     assert "staging directory:" in result.output and "staged 1 solution file(s)" in result.output
     assert "hello from the solution" in result.output and "staging directory removed" in result.output
+
+
+def test_timing_rounds_writes_every_timed_call_of_each_workload(problem: Path, monkeypatch):
+    """SOL_EXECBENCH_TIMING_ROUNDS: each workload's timed calls, as the trace's statistics were
+    computed from them (the folder is under /dev/shm, writable inside the sandbox)."""
+    from sol_execbench.schema import TimingRounds
+
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    folder = Path(tempfile.mkdtemp(prefix="sol-rounds-", dir=base))
+    try:
+        monkeypatch.setenv("SOL_EXECBENCH_TIMING_ROUNDS", str(folder / "rounds"))
+        result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32", "--json")
+        assert result.exit_code == 0, result.output
+        trace = next(json.loads(line) for line in result.stdout.splitlines() if line.startswith("{"))
+        files = list((folder / "rounds").iterdir())
+        assert len(files) == 1 and files[0].name.startswith(f"{trace['definition']}__w1-32__")
+        rounds = TimingRounds.model_validate_json(files[0].read_text())
+        perf = trace["evaluation"]["performance"]
+        sides = {s.name: s for s in rounds.sides}
+        assert set(sides) == {"reference", "solution"}
+        assert len(sides["solution"].host_ms) == perf["solution_timing"]["host_rounds"] == LIGHT_CONFIG["iterations"]
+        assert sides["solution"].latency_ms == perf["latency_ms"]
+        assert sides["reference"].latency_ms == perf["reference_latency_ms"]
+        assert rounds.speedup == perf["speedup_factor"]
+        assert sides["solution"].host_call_indices == sides["reference"].host_call_indices
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

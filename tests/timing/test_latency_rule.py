@@ -11,9 +11,10 @@ import torch
 
 from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs, L2Flusher, SideCalls, SideSpans, TimingPlan,
                                            measure, side_latency_ms, speedup_interval, unprofiled)
+from sol_execbench.evaluate.child.timing import paired, statistics
 from sol_execbench.evaluate.child.timing.paired import _side
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_time_ms
+from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_time_ms, host_time_se_ms
 from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
@@ -104,6 +105,21 @@ def test_the_interval_draws_host_rounds_where_the_host_sets_the_latency():
     assert interval.low < interval.point < interval.high
 
 
+def test_the_interval_allows_for_an_offset_between_the_sides_device_times():
+    """Identical device spans on both sides still give an interval about 1 as wide as an offset of
+    DEVICE_OFFSET per side allows (about +-1.4% at 95%), so a steady offset of a few tenths of a
+    percent within one process reads parity; where the host sets both latencies the offset does
+    not move them."""
+    same = speedup_interval(_spans([0.04] * 50, [0.0] * 50), _spans([0.04] * 50, [0.0] * 50))
+    expected = np.exp(1.96 * statistics.DEVICE_OFFSET * 2 ** 0.5)
+    assert same.point == 1.0 and same.verdict == "parity"
+    assert same.high == pytest.approx(expected, rel=0.003) and same.low == pytest.approx(1 / expected, rel=0.003)
+    assert speedup_interval(_spans([0.0404] * 50, [0.0] * 50), _spans([0.04] * 50, [0.0] * 50)).verdict == "parity"
+    assert speedup_interval(_spans([0.042] * 50, [0.0] * 50), _spans([0.04] * 50, [0.0] * 50)).verdict == "faster"
+    host_set = speedup_interval(_spans([0.04] * 50, [0.3] * 50), _spans([0.04] * 50, [0.3] * 50))
+    assert (host_set.low, host_set.high) == (1.0, 1.0)
+
+
 class _VirtualClock:
     """A clock that only calls move: each call adds its cost, so host spans are exact."""
 
@@ -153,3 +169,34 @@ def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
     assert host_time_ms([2.0, 4.0]) == 3.0  # too few rounds to cut: the mean
     drawn = np.array([[5.0, 1.0, 9.0, 3.0, 7.0], [2.0, 2.0, 2.0, 2.0, 50.0]])
     assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
+
+
+def test_the_host_time_s_standard_error_follows_the_spread_and_the_rounds():
+    rng = np.random.default_rng(3)
+    spans = list(0.15 + 0.02 * rng.standard_normal(400))
+    se = host_time_se_ms(spans)
+    # a trimmed mean of normal spans: about 1.1 x the plain mean's 0.02 / sqrt(400)
+    assert 0.001 < se < 0.0013
+    assert host_time_se_ms(spans[:100]) == pytest.approx(2 * host_time_se_ms(spans[:400]), rel=0.25)
+    assert host_time_se_ms([0.2] * 50) == 0.0
+    assert host_time_se_ms([0.2]) == float("inf")
+
+
+def test_host_rounds_go_on_until_the_host_time_is_precise_where_it_may_set_the_latency():
+    rng = np.random.default_rng(4)
+    noisy = list(0.145 + 0.03 * rng.standard_normal(50))  # latency ~45 us, its host time known to ~3%
+    side = _measured_side([0.03] * 50, noisy)
+    assert paired.host_rounds_wanted(side)
+    assert paired._more_host_rounds([side, side], 50, per_round_s=1e-3, spent_s=0.0) == 50
+    # the budget of added rounds bounds them, in even numbers
+    assert paired._more_host_rounds([side], 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S - 0.0315) == 30
+    assert paired._more_host_rounds([side], 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S) == 0
+    # and so does the factor over the configured rounds
+    many = _measured_side([0.03] * 50, list(0.145 + 0.03 * rng.standard_normal(50 * paired.HOST_ROUNDS_FACTOR)))
+    assert paired._more_host_rounds([many], 50, 1e-3, 0.0) == 0
+    # the host time cannot set the latency: no more rounds, however noisy
+    assert not paired.host_rounds_wanted(_measured_side([0.2] * 50, noisy))
+    # precise already: no more rounds
+    assert not paired.host_rounds_wanted(_measured_side([0.03] * 50, [0.145] * 50))
+    # no device time (CPU): the host time is the latency whatever its precision, and no device pass to balance
+    assert not paired.host_rounds_wanted(_measured_side([None] * 50, noisy))

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from sol_execbench import __version__
 from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConfig, Definition, MigrationManifest, Solution,
-                                  Trace, Workload)
+                                  TimingRounds, Trace, Workload)
 from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
@@ -63,6 +63,7 @@ FORMATS = {
     "timing_evidence_workload": WorkloadTimingEvidence,
     "timing_coverage": TimingCoverage,
     "timing_coverage_summary": TimingCoverageSummary,
+    "timing_rounds": TimingRounds,
 }
 
 

@@ -20,7 +20,9 @@ from .trace import (
     EvaluationStatus,
     Performance,
     SanitizerReport,
+    SideRounds,
     SpeedupInterval,
+    TimingRounds,
     TimingStats,
     Trace,
 )
@@ -32,7 +34,7 @@ __all__ = [
     "Correctness", "CustomInput", "DTYPES", "DType", "Definition", "DeviceRecord", "Environment", "Evaluation", "IsolationMode", "IsolationRecord",
     "EvaluationStatus", "FormatError", "Language", "Loaded", "MigrationManifest", "MigrationSourceKind",
     "NATIVE_LANGUAGES", "PYTHON_LANGUAGES",
-    "Performance", "RandomInput", "SpeedupInterval", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "Solution", "SourceFile",
-    "TensorSpec", "TimingConfig", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
+    "Performance", "RandomInput", "SpeedupInterval", "STATUS_MEANING", "SafetensorsInput", "SanitizerReport", "ScalarInput", "SideRounds", "Solution", "SourceFile",
+    "TensorSpec", "TimingConfig", "TimingRounds", "TimingStats", "ToleranceSpec", "Trace", "UnknownKey", "Workload", "load_config",
     "load_definition", "load_solution", "load_workloads", "merge_configs", "torch_dtype", "unknown_keys",
 ]

@@ -109,6 +109,37 @@ class SpeedupInterval(SchemaModel):
     """Paired rounds the bootstrap resampled."""
 
 
+class SideRounds(SchemaModel):
+    """One side's timed calls as measured: device spans of the device pass (``None`` where a call
+    launched no device work) and host spans of the host pass, the floor already taken off."""
+
+    name: str
+    """``reference`` or ``solution``."""
+    instrument: str
+    device_ms: list[Optional[float]]
+    host_ms: list[float]
+    device_call_indices: list[int]
+    """The input-bank call index each device span ran on (call k of both sides reads the same addresses)."""
+    host_call_indices: list[int]
+    sm_clock_mhz: list[float] = Field(default_factory=list)
+    sync_floor_ms: float
+    launch_allowance_ms: float
+    hold_us: float = 0.0
+    latency_ms: float
+
+
+class TimingRounds(SchemaModel):
+    """Every timed call of one workload, written where ``SOL_EXECBENCH_TIMING_ROUNDS`` names a
+    folder (docs/configuration.md). Round r runs the reference first when r is even, the solution
+    first when odd, in both passes."""
+
+    definition: NonEmptyString
+    workload: NonEmptyString
+    sides: list[SideRounds]
+    speedup: Optional[float] = None
+    speedup_interval: Optional[SpeedupInterval] = None
+
+
 class Performance(SchemaModel):
     latency_ms: float = Field(default=0.0, ge=0.0)
     """Median latency of the solution's timed rounds."""

@@ -9,13 +9,16 @@ turns tampering into verdicts. Threads, processes and device work launched outsi
 
 from __future__ import annotations
 
+import os
 import statistics
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from sol_execbench.schema import EvaluationStatus as S, Performance, SpeedupInterval, TimingStats, Workload
+from sol_execbench.schema import (EvaluationStatus as S, Performance, SideRounds, SpeedupInterval, TimingRounds, TimingStats,
+                                  Workload)
 
 from .audit import check_audit, check_content_cache, plan_audits
 from .calls import Context, Verdict, check_integrity
@@ -29,6 +32,9 @@ from .timing import (FreshArgs, L2Flusher, PairedMeasurement, SideCalls, SideFai
 # The SM clock's fall over one measurement worth a warning: on an H100, loops whose clock fell by 8
 # to 23% (power cap) read a 350 us GEMM 3 to 23% slow; a cool loop's clock moved by about 4%.
 CLOCK_FALL_WARN = 0.10
+# A folder: every workload's timed calls written there as TimingRounds JSON, for statistics of
+# one's own (docs/configuration.md). /dev/shm is writable inside the sandbox.
+ROUNDS_ENV = "SOL_EXECBENCH_TIMING_ROUNDS"
 
 
 def clock_warning(sm_clock_mhz: tuple[float, ...]) -> str | None:
@@ -55,6 +61,26 @@ def timing_stats(side: SideMeasurement, input_sets: int | None, note: str | None
         stats.sm_clock_median_mhz = round(statistics.median(side.sm_clock_mhz), 1)
         stats.sm_clock_min_mhz = round(min(side.sm_clock_mhz), 1)
     return stats
+
+
+def side_rounds(side: SideMeasurement) -> SideRounds:
+    return SideRounds(name=side.name, instrument=side.instrument, device_ms=list(side.device_ms),
+                      host_ms=list(side.host_ms), device_call_indices=list(side.device_call_indices),
+                      host_call_indices=list(side.host_call_indices), sm_clock_mhz=list(side.sm_clock_mhz),
+                      sync_floor_ms=side.sync_floor_ms, launch_allowance_ms=side.allowance_ms, hold_us=side.hold_us,
+                      latency_ms=side.latency_ms)
+
+
+def write_rounds(folder: str, definition: str, workload: str, paired: PairedMeasurement,
+                 interval: SpeedupInterval | None) -> None:
+    """``<folder>/<definition>__<workload>__<pid>.json``: the workload's timed calls (``TimingRounds``)."""
+    sides = [paired.reference, paired.solution] if paired.reference is not None else [paired.solution]
+    record = TimingRounds(definition=definition, workload=workload, sides=[side_rounds(s) for s in sides],
+                          speedup=paired.speedup.point if paired.speedup is not None else None,
+                          speedup_interval=interval)
+    target = Path(folder) / f"{definition}__{workload}__{os.getpid()}.json".replace(os.sep, "_")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(record.model_dump_json(indent=1))
 
 
 def _peak_bytes(ctx: Context, side: SideCalls) -> int | None:
@@ -115,6 +141,8 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
                                                 confidence=paired.speedup.confidence, verdict=paired.speedup.verdict,
                                                 rounds=paired.speedup.rounds)
         perf.reference_peak_memory_bytes = _peak_bytes(ctx, reference) if reference is not None else None
+    if folder := os.environ.get(ROUNDS_ENV):
+        write_rounds(folder, ctx.definition.name, workload.uuid, paired, perf.speedup_interval)
     return perf, notes
 
 

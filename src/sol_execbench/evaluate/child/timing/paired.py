@@ -16,7 +16,7 @@ from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
-from .statistics import SideSpans, SpeedupInterval, Summary, host_time_ms, speedup_interval, summarize
+from .statistics import SideSpans, SpeedupInterval, Summary, host_time_ms, host_time_se_ms, speedup_interval, summarize
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -25,10 +25,12 @@ WARM_DEVICE_GAP_S = 0.25  # a measurement that ended this recently left the cloc
 _last_end: dict[str, float] = {}  # device -> perf_counter() when its last measurement ended
 
 INSTRUMENTS = ("device", "events", "cpu")
-# More host rounds where the host may set a side's latency (see _extra_host_rounds).
+# More host rounds where the host may set a side's latency and its host time is not yet precise
+# (see host_rounds_wanted, _more_host_rounds).
 HOST_EXTENSION_SHARE = 0.5  # host time less the allowance above half the device time
-HOST_ROUNDS_FACTOR = 6  # at most this many times the rounds in all
-HOST_EXTENSION_BUDGET_S = 0.25  # and at most this long for the added rounds
+HOST_PRECISION = 0.01  # until the host time's standard error is this share of the latency
+HOST_ROUNDS_FACTOR = 20  # at most this many times the rounds in all
+HOST_EXTENSION_BUDGET_S = 1.0  # and at most this long for the added rounds
 
 
 @dataclass(frozen=True)
@@ -200,18 +202,29 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
 
 
-def _extra_host_rounds(sides: list[SideMeasurement], rounds: int, host_pass_s: float) -> int:
-    """Host-pass rounds to add after the first ``rounds``: none while every side's host time less
-    the allowance stays well under its device time (the host cannot set the latency); otherwise up
-    to ``HOST_ROUNDS_FACTOR`` times as many, as far as ``HOST_EXTENSION_BUDGET_S`` allows. The host
-    time less the allowance is a difference of two larger numbers, so it needs more rounds than a
-    device median for the same precision, and host rounds cost no profiler."""
-    if not any(s.device_median_ms() is not None
-               and s.host_time_ms - s.allowance_ms > HOST_EXTENSION_SHARE * s.device_median_ms() for s in sides):
+def host_rounds_wanted(side: SideMeasurement) -> bool:
+    """Whether the side's host time may set its latency (host time less the allowance above
+    ``HOST_EXTENSION_SHARE`` of its device time) and is not yet known to ``HOST_PRECISION`` of the
+    latency. The host time less the allowance is a difference of two larger numbers: where it sets
+    the latency its noise is the host time's, magnified (a host time of 145 us, known to 0.75%,
+    gives a latency of 45 us known to 2.4%), so it needs more rounds than a device median for the
+    same precision; host rounds cost no profiler."""
+    device = side.device_median_ms()
+    if device is None or side.host_time_ms - side.allowance_ms <= HOST_EXTENSION_SHARE * device:
+        return False
+    return host_time_se_ms(side.host_ms) > HOST_PRECISION * side.latency_ms
+
+
+def _more_host_rounds(sides: list[SideMeasurement], rounds: int, per_round_s: float, spent_s: float) -> int:
+    """Host-pass rounds to add next (an even number, so each side goes first as often): another
+    ``rounds`` while a side wants them, within ``HOST_ROUNDS_FACTOR`` times ``rounds`` in all and
+    ``HOST_EXTENSION_BUDGET_S`` of added rounds."""
+    if not any(host_rounds_wanted(s) for s in sides):
         return 0
-    per_round_s = host_pass_s / max(1, rounds)
-    affordable = int(HOST_EXTENSION_BUDGET_S / per_round_s) if per_round_s > 0 else HOST_ROUNDS_FACTOR * rounds
-    return max(0, min((HOST_ROUNDS_FACTOR - 1) * rounds, affordable))
+    done = len(sides[0].host_ms)
+    affordable = int((HOST_EXTENSION_BUDGET_S - spent_s) / per_round_s) if per_round_s > 0 else rounds
+    chunk = min(rounds + rounds % 2, HOST_ROUNDS_FACTOR * rounds - done, affordable)
+    return max(0, chunk - chunk % 2)
 
 
 def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) -> PairedMeasurement:
@@ -229,12 +242,16 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         phase("    device pass")
         began = time.perf_counter()
         host = host_pass(passes)
+        per_round_s = (time.perf_counter() - began) / plan.rounds
         phase("    host pass")
-        extra = _extra_host_rounds([_side(s.name, device, host, plan.allowance_ms) for s in sides], plan.rounds,
-                                   time.perf_counter() - began) if device is not None else 0
-        if extra:
-            host_pass(replace(passes, rounds=extra), into=host)
-            phase(f"    host pass: {extra} more round(s)")
+        extension_began, added = time.perf_counter(), 0
+        while device is not None and (more := _more_host_rounds(
+                [_side(s.name, device, host, plan.allowance_ms) for s in sides], plan.rounds, per_round_s,
+                time.perf_counter() - extension_began)):
+            host_pass(replace(passes, rounds=more), into=host)
+            added += more
+        if added:
+            phase(f"    host pass: {added} more round(s)")
     finally:
         _last_end[plan.device.torch_device] = time.perf_counter()
     sol = _side(solution.name, device, host, plan.allowance_ms)
