@@ -147,3 +147,38 @@ def test_no_process_of_a_hung_run_is_left(tmp_path: Path, ending: str):
             assert run.returncode == 1 and {t["evaluation"]["status"] for t in trace_lines(out)} == {"TIMEOUT"}
         assert poll_until(lambda: run_processes(marker) == [], 5.0), run_processes(marker)
         assert poll_until(lambda: staging_left(tmp_path) == [], 5.0), staging_left(tmp_path)
+
+
+class _Interrupted(BaseException):
+    """What a stopped dataset run raises in an evaluation's thread (an asynchronous exception)."""
+
+
+def test_a_staging_folder_whose_removal_was_cut_short_is_removed_as_the_run_ends(tmp_path: Path, monkeypatch):
+    from sol_execbench.evaluate import evaluate
+    from sol_execbench.evaluate.parent import runner
+
+    from .problems import LIGHT_CONFIG, add_definition, solution, workloads, write_problem
+
+    root = write_problem(tmp_path / "add", add_definition(), workloads(8), solution("def run(a, b):\n    return a + b\n"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(runner.tempfile, "tempdir", None)
+    real_rmtree = runner.shutil.rmtree
+
+    def cut_short(path, *args, **kwargs):
+        if Path(path).name.startswith("sol-execbench-"):
+            raise _Interrupted()  # lands in the evaluation's own removal
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(runner.shutil, "rmtree", cut_short)
+    with pytest.raises(_Interrupted):
+        evaluate(root / "definition.json", root / "workload.jsonl", root / "solution.json", LIGHT_CONFIG)
+    left = [p for p in (tmp_path / "tmp").glob("sol-execbench-*")]
+    assert len(left) == 1
+    monkeypatch.setattr(runner.shutil, "rmtree", real_rmtree)
+    assert runner.remove_live_staging() == left and not left[0].exists()
+    assert runner.remove_live_staging() == []
+    # a staging folder the user keeps is never removed for them
+    evaluate(root / "definition.json", root / "workload.jsonl", root / "solution.json", LIGHT_CONFIG, keep_staging=True)
+    kept = [p for p in (tmp_path / "tmp").glob("sol-execbench-*")]
+    assert len(kept) == 1 and runner.remove_live_staging() == [] and kept[0].exists()

@@ -43,7 +43,8 @@ def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT, s
 def owned_run(owns_process: bool) -> Iterator[None]:
     """The process-wide measures of a run, where the CLI owns its process: a child subreaper (a
     solution's double-forked daemon comes back here), SIGTERM/SIGINT/SIGHUP raising RunStopped,
-    and every descendant that was not there before ended when the run is over. Run in-process
+    and every descendant that was not there before ended when the run is over, then the staging
+    folders of evaluations that did not remove their own. Run in-process
     (click's test runner, a notebook) they would reach the host program's own children and
     signals, so there they are left out."""
     from sol_execbench.platform.lifetime import become_subreaper, child_pids, kill_descendants
@@ -57,3 +58,6 @@ def owned_run(owns_process: bool) -> Iterator[None]:
     finally:
         if owns_process:
             kill_descendants(spare=earlier_children)
+            from sol_execbench.evaluate.parent.runner import remove_live_staging
+
+            remove_live_staging()

@@ -125,6 +125,9 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
     options = options or EvalOptions()
     state = _State(definition, solution, options)
     staging = Path(tempfile.mkdtemp(prefix="sol-execbench-"))
+    if not options.keep_staging:
+        with _live_lock:
+            _live_staging.add(staging)
     _staging_note(options, f"staging directory: {staging}")
     try:
         _run(state, workloads, config, staging)
@@ -133,8 +136,28 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
             options.warnings.append(f"staging directory kept: {staging}")
         else:
             shutil.rmtree(staging, ignore_errors=True)
+            with _live_lock:
+                _live_staging.discard(staging)
             _staging_note(options, f"staging directory removed: {staging} (--keep-staging keeps it)")
     return [state.traces[w.uuid] for w in workloads]
+
+
+# Staging folders of the evaluations in progress. A stopped dataset run ends its evaluations from
+# the main thread with an exception raised in theirs, which can land before their own removal
+# finishes; the run removes what is left once they are ended (remove_live_staging).
+_live_staging: set[Path] = set()
+_live_lock = threading.Lock()
+
+
+def remove_live_staging() -> list[Path]:
+    """Remove the staging folders of evaluations that have not removed their own (a run that owns
+    its process calls this as it ends, after its children are ended); the folders removed."""
+    with _live_lock:
+        left = sorted(_live_staging)
+        _live_staging.clear()
+    for folder in left:
+        shutil.rmtree(folder, ignore_errors=True)
+    return left
 
 
 def _staging_note(opts: EvalOptions, text: str) -> None:
