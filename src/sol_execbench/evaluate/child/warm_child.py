@@ -1,10 +1,9 @@
 """A warm child: start up (torch, device, common kernels), then wait for one job from the pool.
 
 Started by the pool server with ``SOL_EXECBENCH_WARM_SOCKET`` naming the Unix socket to listen
-on; the socket appears only once the child is warm. The evaluation that takes it connects once
-and passes the job file, its environment, and the trace-channel and log descriptors (stdout's,
-then stderr's when it is kept apart); from then on the child is an ordinary evaluation child
-(``child.main``).
+on; the socket appears when the child is warm. The evaluation that takes it connects and passes
+the job file, its environment, and the trace-channel and log descriptors (stdout's, then stderr's
+when it is kept apart); the child then runs as an ordinary evaluation child (``child.main``).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ def _warm_up(device_spec: str | None) -> None:
 
     info = current(device_spec)
     if not info.is_gpu:
-        os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it once, at import; the child sets it too
+        os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
     # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet), and an
     # evaluation starting meanwhile waits for it: only device work goes inside.
@@ -44,7 +43,7 @@ def _import_ahead(info) -> None:
     need no device."""
     import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
 
-    import sol_execbench.build  # noqa: F401  (what run_job imports once it has a job)
+    import sol_execbench.build  # noqa: F401  (what run_job imports for a job)
 
     from . import activity_watch, timing, workload_eval  # noqa: F401
     if info.is_gpu:
@@ -90,9 +89,9 @@ def _warm_triton(info) -> None:
 
 
 def _warm_device_timing(info) -> None:
-    """Time a tiny kernel once, as an evaluation does: a process's first profiler session (CUPTI
-    start-up, its priming session, the torch._dynamo import the profiler makes) takes seconds,
-    which a child warmed here does not spend in its first workload."""
+    """Time a tiny kernel as an evaluation does: a process's first profiler session (CUPTI start-up,
+    its priming session, the torch._dynamo import the profiler makes) costs seconds, which a child
+    warmed here does not spend in its first workload."""
     import torch
 
     from .timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
