@@ -18,7 +18,7 @@ from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flushe
 from sol_execbench.evaluate.child.timing.activity import Activity
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import host_time_se_ms
+from sol_execbench.evaluate.child.timing.statistics import host_speedup_se
 
 ROUNDS = 6
 ALLOWANCE_MS = 0.025
@@ -260,7 +260,7 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
 
     m = _measure(fake_gpu, slow_host)
     assert m.solution.host_bound and m.solution.latency_ms >= 3.0 - ALLOWANCE_MS
-    # the host sets the latency: the host pass ran until its host time was known to HOST_PRECISION of it
-    assert host_time_se_ms(m.solution.host_ms) <= paired.HOST_PRECISION * m.solution.latency_ms
+    # the host sets the latency: the host pass ran until the speedup was known to SPEEDUP_PRECISION
+    assert host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_EXTENSION_SHARE) <= paired.SPEEDUP_PRECISION
     assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
     assert m.speedup.verdict == "slower"

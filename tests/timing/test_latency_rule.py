@@ -14,7 +14,7 @@ from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs,
 from sol_execbench.evaluate.child.timing import paired, statistics
 from sol_execbench.evaluate.child.timing.paired import _side
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_time_ms, host_time_se_ms
+from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_speedup_se, host_time_ms
 from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
@@ -171,32 +171,48 @@ def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
     assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
 
 
-def test_the_host_time_s_standard_error_follows_the_spread_and_the_rounds():
+def _host_set_spans(host_ms, device_ms=0.03):
+    return SideSpans((device_ms,) * 50, tuple(host_ms), ALLOWANCE_MS)
+
+
+def test_the_speedup_s_host_standard_error_follows_the_spread_the_rounds_and_the_pairing():
     rng = np.random.default_rng(3)
-    spans = list(0.15 + 0.02 * rng.standard_normal(400))
-    se = host_time_se_ms(spans)
-    # a trimmed mean of normal spans: about 1.1 x the plain mean's 0.02 / sqrt(400)
-    assert 0.001 < se < 0.0013
-    assert host_time_se_ms(spans[:100]) == pytest.approx(2 * host_time_se_ms(spans[:400]), rel=0.25)
-    assert host_time_se_ms([0.2] * 50) == 0.0
-    assert host_time_se_ms([0.2]) == float("inf")
+    spans = 0.15 + 0.02 * rng.standard_normal(400)  # latency 50 us
+    alone = host_speedup_se(_host_set_spans(spans), None, 0.5)
+    # a trimmed mean of normal spans: about 1.1 x the plain mean's 0.02 / sqrt(400), over the latency
+    assert 0.001 / 0.05 < alone < 0.0013 / 0.05
+    assert host_speedup_se(_host_set_spans(spans[:100]), None, 0.5) == pytest.approx(2 * alone, rel=0.25)
+    # two sides with independent noise: the paired error is the two errors combined
+    other = 0.15 + 0.02 * rng.standard_normal(400)
+    assert host_speedup_se(_host_set_spans(spans), _host_set_spans(other), 0.5) == pytest.approx(alone * 2 ** 0.5, rel=0.2)
+    # noise both sides' rounds shared (a slow stretch of the host) cancels in the pair
+    shared = 0.02 * rng.standard_normal(400)
+    common = host_speedup_se(_host_set_spans(0.15 + shared + 0.002 * rng.standard_normal(400)),
+                             _host_set_spans(0.15 + shared + 0.002 * rng.standard_normal(400)), 0.5)
+    assert common < alone / 5
+    # a side whose host time cannot set its latency adds nothing: the device time's
+    assert host_speedup_se(_host_set_spans(spans), _host_set_spans(other, device_ms=0.2), 0.5) == pytest.approx(alone)
+    assert host_speedup_se(_host_set_spans(spans, device_ms=0.2), None, 0.5) == 0.0
+    assert host_speedup_se(_host_set_spans([0.15] * 50), None, 0.5) == 0.0
 
 
-def test_host_rounds_go_on_until_the_host_time_is_precise_where_it_may_set_the_latency():
+def test_host_rounds_go_on_until_the_speedup_is_precise_where_a_host_time_may_set_it():
     rng = np.random.default_rng(4)
-    noisy = list(0.145 + 0.03 * rng.standard_normal(50))  # latency ~45 us, its host time known to ~3%
+    noisy = list(0.145 + 0.03 * rng.standard_normal(50))  # latency ~45 us, known to ~10%
     side = _measured_side([0.03] * 50, noisy)
-    assert paired.host_rounds_wanted(side)
-    assert paired._more_host_rounds([side, side], 50, per_round_s=1e-3, spent_s=0.0) == 50
+    assert paired.host_rounds_wanted(side, None)
+    assert paired._more_host_rounds(side, None, 50, per_round_s=1e-3, spent_s=0.0) == 50
+    # both sides' rounds moved together, round by round: their ratio is known already
+    assert paired._more_host_rounds(side, side, 50, per_round_s=1e-3, spent_s=0.0) == 0
     # the budget of added rounds bounds them, in even numbers
-    assert paired._more_host_rounds([side], 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S - 0.0315) == 30
-    assert paired._more_host_rounds([side], 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S) == 0
+    assert paired._more_host_rounds(side, None, 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S - 0.0315) == 30
+    assert paired._more_host_rounds(side, None, 50, 1e-3, paired.HOST_EXTENSION_BUDGET_S) == 0
     # and so does the factor over the configured rounds
     many = _measured_side([0.03] * 50, list(0.145 + 0.03 * rng.standard_normal(50 * paired.HOST_ROUNDS_FACTOR)))
-    assert paired._more_host_rounds([many], 50, 1e-3, 0.0) == 0
+    assert paired._more_host_rounds(many, None, 50, 1e-3, 0.0) == 0
     # the host time cannot set the latency: no more rounds, however noisy
-    assert not paired.host_rounds_wanted(_measured_side([0.2] * 50, noisy))
+    assert not paired.host_rounds_wanted(_measured_side([0.2] * 50, noisy), None)
     # precise already: no more rounds
-    assert not paired.host_rounds_wanted(_measured_side([0.03] * 50, [0.145] * 50))
+    assert not paired.host_rounds_wanted(_measured_side([0.03] * 50, [0.145] * 50), None)
     # no device time (CPU): the host time is the latency whatever its precision, and no device pass to balance
-    assert not paired.host_rounds_wanted(_measured_side([None] * 50, noisy))
+    assert not paired.host_rounds_wanted(_measured_side([None] * 50, noisy), None)

@@ -155,4 +155,6 @@ class L2Flusher:
 
     def flush(self) -> None:
         if self._buffer is not None:
-            self._buffer.sum()
+            # A maximum, not a sum: both read every byte, but torch's int32 sum (an int64 result)
+            # ran at a quarter of the bandwidth (209 against 54 us for 100 MB on an H100).
+            self._buffer.amax()

@@ -8,6 +8,7 @@ leave it out; each timed call runs under ``CALL_RANGE#<k>``.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +34,13 @@ class MethodUnavailable(Exception):
     def __init__(self, reason: str, suspicious: bool = False):
         super().__init__(reason)
         self.reason, self.suspicious = reason, suspicious
+
+
+def setup_range() -> Any:
+    """The ``SETUP_RANGE`` around the harness's work between calls while a profiler records (the
+    device pass attributes by it), nothing otherwise: a range costs the host microseconds per call
+    even unrecorded, and the host pass runs hundreds of rounds."""
+    return torch.profiler.record_function(SETUP_RANGE) if torch.autograd._profiler_enabled() else nullcontext()
 
 
 def synchronize(device: DeviceInfo) -> None:
@@ -137,14 +145,14 @@ class SideCalls:
 
     def arguments(self) -> list[Any]:
         """The next call's arguments (a new address)."""
-        with torch.profiler.record_function(SETUP_RANGE):
+        with setup_range():
             return self.fresh()
 
     def settle(self) -> None:
         """Keep an audited call's outputs now, under a setup range: the copy is the harness's work,
         not device work launched outside every range."""
         if any(keeper.pending for keeper in self.keepers):
-            with torch.profiler.record_function(SETUP_RANGE):
+            with setup_range():
                 for keeper in self.keepers:
                     keeper.settle()
 
@@ -163,5 +171,5 @@ class SideCalls:
 
 def flush(flusher: Any) -> None:
     """A cold last-level cache for the next call, under a setup range."""
-    with torch.profiler.record_function(SETUP_RANGE):
+    with setup_range():
         flusher.flush()

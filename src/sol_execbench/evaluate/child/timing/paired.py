@@ -16,7 +16,8 @@ from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
-from .statistics import SideSpans, SpeedupInterval, Summary, host_time_ms, host_time_se_ms, speedup_interval, summarize
+from .statistics import (SideSpans, SpeedupInterval, Summary, host_speedup_se, host_time_ms, speedup_interval,
+                         summarize)
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -28,8 +29,8 @@ INSTRUMENTS = ("device", "events", "cpu")
 # More host rounds where the host may set a side's latency and its host time is not yet precise
 # (see host_rounds_wanted, _more_host_rounds).
 HOST_EXTENSION_SHARE = 0.5  # host time less the allowance above half the device time
-HOST_PRECISION = 0.01  # until the host time's standard error is this share of the latency
-HOST_ROUNDS_FACTOR = 20  # at most this many times the rounds in all
+SPEEDUP_PRECISION = 0.0125  # until the log speedup's standard error from host rounds is this
+HOST_ROUNDS_FACTOR = 12  # at most this many times the rounds in all
 HOST_EXTENSION_BUDGET_S = 1.0  # and at most this long for the added rounds
 
 
@@ -202,26 +203,26 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
 
 
-def host_rounds_wanted(side: SideMeasurement) -> bool:
-    """Whether the side's host time may set its latency (host time less the allowance above
-    ``HOST_EXTENSION_SHARE`` of its device time) and is not yet known to ``HOST_PRECISION`` of the
-    latency. The host time less the allowance is a difference of two larger numbers: where it sets
-    the latency its noise is the host time's, magnified (a host time of 145 us, known to 0.75%,
-    gives a latency of 45 us known to 2.4%), so it needs more rounds than a device median for the
-    same precision; host rounds cost no profiler."""
-    device = side.device_median_ms()
-    if device is None or side.host_time_ms - side.allowance_ms <= HOST_EXTENSION_SHARE * device:
-        return False
-    return host_time_se_ms(side.host_ms) > HOST_PRECISION * side.latency_ms
+def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None) -> bool:
+    """Whether a side's host time may set its latency (host time less the allowance above
+    ``HOST_EXTENSION_SHARE`` of its device time) and the speedup is not yet known to
+    ``SPEEDUP_PRECISION`` (``host_speedup_se``, from paired rounds). The host time less the
+    allowance is a difference of two larger numbers: where it sets the latency its noise is the
+    host time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known
+    to 2.4%), so it needs more rounds than a device median for the same precision; host rounds cost
+    no profiler."""
+    se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_EXTENSION_SHARE)
+    return se > SPEEDUP_PRECISION
 
 
-def _more_host_rounds(sides: list[SideMeasurement], rounds: int, per_round_s: float, spent_s: float) -> int:
+def _more_host_rounds(solution: SideMeasurement, reference: SideMeasurement | None, rounds: int,
+                      per_round_s: float, spent_s: float) -> int:
     """Host-pass rounds to add next (an even number, so each side goes first as often): another
-    ``rounds`` while a side wants them, within ``HOST_ROUNDS_FACTOR`` times ``rounds`` in all and
+    ``rounds`` while they are wanted, within ``HOST_ROUNDS_FACTOR`` times ``rounds`` in all and
     ``HOST_EXTENSION_BUDGET_S`` of added rounds."""
-    if not any(host_rounds_wanted(s) for s in sides):
+    if not host_rounds_wanted(solution, reference):
         return 0
-    done = len(sides[0].host_ms)
+    done = len(solution.host_ms)
     affordable = int((HOST_EXTENSION_BUDGET_S - spent_s) / per_round_s) if per_round_s > 0 else rounds
     chunk = min(rounds + rounds % 2, HOST_ROUNDS_FACTOR * rounds - done, affordable)
     return max(0, chunk - chunk % 2)
@@ -246,8 +247,9 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         phase("    host pass")
         extension_began, added = time.perf_counter(), 0
         while device is not None and (more := _more_host_rounds(
-                [_side(s.name, device, host, plan.allowance_ms) for s in sides], plan.rounds, per_round_s,
-                time.perf_counter() - extension_began)):
+                _side(solution.name, device, host, plan.allowance_ms),
+                _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None,
+                plan.rounds, per_round_s, time.perf_counter() - extension_began)):
             host_pass(replace(passes, rounds=more), into=host)
             added += more
         if added:

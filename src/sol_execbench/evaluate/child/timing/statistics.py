@@ -56,19 +56,6 @@ def host_time_ms(spans: list[float] | tuple[float, ...]) -> float:
     return _stats.fmean(ordered[cut:len(ordered) - cut])
 
 
-def host_time_se_ms(spans: list[float] | tuple[float, ...]) -> float:
-    """Standard error of ``host_time_ms``: the winsorised standard deviation (the cut fifths set to
-    the nearest value kept) over (1 - 2 x the cut share) x the square root of the count."""
-    ordered = sorted(spans)
-    n = len(ordered)
-    if n < 2:
-        return float("inf")
-    cut = int(n * HOST_TRIM)
-    kept = ordered[cut:n - cut]
-    winsorised = [kept[0]] * cut + kept + [kept[-1]] * cut
-    return _stats.stdev(winsorised) / ((1 - 2 * cut / n) * n ** 0.5)
-
-
 def _host_time_rows(drawn: np.ndarray) -> np.ndarray:
     """``host_time_ms`` of each row."""
     cut = int(drawn.shape[1] * HOST_TRIM)
@@ -114,6 +101,37 @@ class SideSpans:
 
     def latency_ms(self) -> float:
         return side_latency_ms(self.device_median_ms(), host_time_ms(self.host), self.allowance_ms)
+
+
+def _host_influence(side: SideSpans, share: float) -> np.ndarray | None:
+    """Each host round's influence on the side's log latency: the trimmed mean's influence (the
+    round's span, winsorised (the cut fifths set to the nearest span kept), less their mean, over 1 - 2 x the cut
+    share) over the latency. None where the host time cannot set the latency: no device time to
+    weigh it against, or the host time less the allowance within ``share`` of the device time."""
+    device = side.device_median_ms()
+    host = np.asarray(side.host, dtype=float)
+    if device is None or host.size < 2:
+        return None
+    ordered = np.sort(host)
+    n, cut = host.size, int(host.size * HOST_TRIM)
+    if ordered[cut:n - cut].mean() - side.allowance_ms <= share * device:
+        return None
+    winsorised = np.clip(host, ordered[cut], ordered[n - cut - 1])
+    return (winsorised - winsorised.mean()) / (1 - 2 * cut / n) / side.latency_ms()
+
+
+def host_speedup_se(solution: SideSpans, reference: SideSpans | None, share: float) -> float:
+    """Standard error of the log speedup that the host rounds leave (0 where neither side's host
+    time can set its latency, see ``_host_influence``). Paired: round k of the reference less round
+    k of the solution, so what a round shared (host load, clocks) cancels where both sides are set
+    by the host. Without a reference, the solution's own log latency."""
+    sol = _host_influence(solution, share)
+    ref = _host_influence(reference, share) if reference is not None else None
+    if sol is None and ref is None:
+        return 0.0
+    rounds = len(solution.host)
+    per_round = (ref if ref is not None else np.zeros(rounds)) - (sol if sol is not None else np.zeros(rounds))
+    return float(per_round.std(ddof=1) / rounds ** 0.5)
 
 
 def _median_rows(values: np.ndarray, picks: np.ndarray) -> list[float | None]:

@@ -62,7 +62,6 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
         args = side.arguments()
         result.call_indices[side.name].append(side.fresh.calls_made - 1)
         flush(plan.flusher)
-        synchronize(plan.device)
         side.enter_call()
         returned, span, waited = host_span_ms(plan.device, lambda side=side, args=args: side.call(args))
         side.exit_call()
