@@ -264,3 +264,21 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
     assert host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_EXTENSION_SHARE) <= paired.SPEEDUP_PRECISION
     assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
     assert m.speedup.verdict == "slower"
+
+
+def test_only_a_side_whose_host_time_may_set_its_latency_runs_the_added_host_rounds(fake_gpu, monkeypatch):
+    """A solution whose host work beyond the allowance varies call to call (0.2 to 1 ms) against a
+    reference of 5 ms device time: the host pass goes on for the solution alone; the reference keeps
+    its paired rounds, and the interval draws each side's host rounds on their own."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels({"reference": 5_000_000, "solution": 5_000}))
+    delays = iter([0.0002, 0.001, 0.0004, 0.0008, 0.0003] * 200)
+
+    def uneven_host(x, y):
+        time.sleep(next(delays))
+        return x + y
+
+    m = _measure(fake_gpu, uneven_host)
+    assert m.solution.host_bound and not m.reference.host_bound
+    assert len(m.reference.host_ms) == ROUNDS < len(m.solution.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
+    assert m.speedup.rounds == ROUNDS and m.speedup.low <= m.speedup.point <= m.speedup.high
+    assert m.speedup.point == pytest.approx(m.reference.latency_ms / m.solution.latency_ms)

@@ -194,6 +194,21 @@ def test_the_speedup_s_host_standard_error_follows_the_spread_the_rounds_and_the
     assert host_speedup_se(_host_set_spans(spans), _host_set_spans(other, device_ms=0.2), 0.5) == pytest.approx(alone)
     assert host_speedup_se(_host_set_spans(spans, device_ms=0.2), None, 0.5) == 0.0
     assert host_speedup_se(_host_set_spans([0.15] * 50), None, 0.5) == 0.0
+    # sides of different round counts (one ran added rounds alone): their own errors, combined
+    longer = 0.15 + 0.02 * rng.standard_normal(1600)
+    assert host_speedup_se(_host_set_spans(longer), _host_set_spans(spans), 0.5) == pytest.approx(
+        (alone ** 2 + host_speedup_se(_host_set_spans(longer), None, 0.5) ** 2) ** 0.5)
+
+
+def test_the_interval_takes_sides_of_different_host_round_counts():
+    """The solution ran added host rounds alone (the reference's host time cannot set its latency):
+    the point is still the ratio of the latencies, and the interval brackets it."""
+    rng = np.random.default_rng(5)
+    ref = _spans([0.5 + 0.001 * (k % 3) for k in range(20)], list(0.3 + 0.02 * rng.standard_normal(20)))
+    sol = _spans([0.01] * 20, list(0.2 + 0.02 * rng.standard_normal(200)))
+    interval = speedup_interval(ref, sol)
+    assert interval.point == pytest.approx(ref.latency_ms() / sol.latency_ms()) and interval.rounds == 20
+    assert interval.low < interval.point < interval.high and interval.verdict == "faster"
 
 
 def test_host_rounds_go_on_until_the_speedup_is_precise_where_a_host_time_may_set_it():

@@ -16,8 +16,8 @@ from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
-from .statistics import (SideSpans, SpeedupInterval, Summary, host_speedup_se, host_time_ms, speedup_interval,
-                         summarize)
+from .statistics import (SideSpans, SpeedupInterval, Summary, host_may_set, host_speedup_se, host_time_ms,
+                         speedup_interval, summarize)
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -206,13 +206,19 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance above
     ``HOST_EXTENSION_SHARE`` of its device time) and the speedup is not yet known to
-    ``SPEEDUP_PRECISION`` (``host_speedup_se``, from paired rounds). The host time less the
-    allowance is a difference of two larger numbers: where it sets the latency its noise is the
-    host time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known
-    to 2.4%), so it needs more rounds than a device median for the same precision; host rounds cost
-    no profiler."""
+    ``SPEEDUP_PRECISION`` (``host_speedup_se``). The host time less the allowance is a difference
+    of two larger numbers: where it sets the latency its noise is the host time's, magnified (a
+    host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so it needs more
+    rounds than a device median for the same precision; host rounds cost no profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_EXTENSION_SHARE)
     return se > SPEEDUP_PRECISION
+
+
+def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
+    """The sides that run the added host rounds: those whose host time may set their latency. The
+    other side's host time cannot move the speedup, so its rounds would only cost time."""
+    sides = [reference, solution] if reference is not None else [solution]
+    return [s.name for s in sides if host_may_set(s.spans, HOST_EXTENSION_SHARE)]
 
 
 def _more_host_rounds(solution: SideMeasurement, reference: SideMeasurement | None, rounds: int,
@@ -222,7 +228,7 @@ def _more_host_rounds(solution: SideMeasurement, reference: SideMeasurement | No
     ``HOST_EXTENSION_BUDGET_S`` of added rounds."""
     if not host_rounds_wanted(solution, reference):
         return 0
-    done = len(solution.host_ms)
+    done = max(len(s.host_ms) for s in (solution, reference) if s is not None)
     affordable = int((HOST_EXTENSION_BUDGET_S - spent_s) / per_round_s) if per_round_s > 0 else rounds
     chunk = min(rounds + rounds % 2, HOST_ROUNDS_FACTOR * rounds - done, affordable)
     return max(0, chunk - chunk % 2)
@@ -246,11 +252,14 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         per_round_s = (time.perf_counter() - began) / plan.rounds
         phase("    host pass")
         extension_began, added = time.perf_counter(), 0
-        while device is not None and (more := _more_host_rounds(
-                _side(solution.name, device, host, plan.allowance_ms),
-                _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None,
-                plan.rounds, per_round_s, time.perf_counter() - extension_began)):
-            host_pass(replace(passes, rounds=more), into=host)
+        while device is not None:
+            sol = _side(solution.name, device, host, plan.allowance_ms)
+            ref = _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None
+            more = _more_host_rounds(sol, ref, plan.rounds, per_round_s, time.perf_counter() - extension_began)
+            if not more:
+                break
+            names = extended_sides(sol, ref)
+            host_pass(replace(passes, sides=tuple(s for s in sides if s.name in names), rounds=more), into=host)
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")

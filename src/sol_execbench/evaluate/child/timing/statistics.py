@@ -103,35 +103,41 @@ class SideSpans:
         return side_latency_ms(self.device_median_ms(), host_time_ms(self.host), self.allowance_ms)
 
 
+def host_may_set(side: SideSpans, share: float) -> bool:
+    """Whether the side's host time may set its latency: it has a device time to weigh against, and
+    its host time less the allowance is above ``share`` of it."""
+    device = side.device_median_ms()
+    return device is not None and len(side.host) >= 2 and host_time_ms(side.host) - side.allowance_ms > share * device
+
+
 def _host_influence(side: SideSpans, share: float) -> np.ndarray | None:
     """Each host round's influence on the side's log latency: the trimmed mean's influence (the
-    round's span, winsorised (the cut fifths set to the nearest span kept), less their mean, over 1 - 2 x the cut
-    share) over the latency. None where the host time cannot set the latency: no device time to
-    weigh it against, or the host time less the allowance within ``share`` of the device time."""
-    device = side.device_median_ms()
-    host = np.asarray(side.host, dtype=float)
-    if device is None or host.size < 2:
+    round's span, winsorised: the cut fifths set to the nearest span kept, less their mean, over
+    1 - 2 x the cut share) over the latency. None where the host time cannot set the latency
+    (``host_may_set``)."""
+    if not host_may_set(side, share):
         return None
+    host = np.asarray(side.host, dtype=float)
     ordered = np.sort(host)
     n, cut = host.size, int(host.size * HOST_TRIM)
-    if ordered[cut:n - cut].mean() - side.allowance_ms <= share * device:
-        return None
     winsorised = np.clip(host, ordered[cut], ordered[n - cut - 1])
     return (winsorised - winsorised.mean()) / (1 - 2 * cut / n) / side.latency_ms()
 
 
 def host_speedup_se(solution: SideSpans, reference: SideSpans | None, share: float) -> float:
     """Standard error of the log speedup that the host rounds leave (0 where neither side's host
-    time can set its latency, see ``_host_influence``). Paired: round k of the reference less round
-    k of the solution, so what a round shared (host load, clocks) cancels where both sides are set
-    by the host. Without a reference, the solution's own log latency."""
-    sol = _host_influence(solution, share)
-    ref = _host_influence(reference, share) if reference is not None else None
-    if sol is None and ref is None:
+    time can set its latency, see ``_host_influence``). Paired where both sides ran the same rounds:
+    round k of the reference less round k of the solution, so what a round shared (host load,
+    clocks) cancels where both sides are set by the host. Otherwise (no reference, or one side ran
+    more rounds) each side's own error, combined."""
+    sides = [x for x in (_host_influence(solution, share),
+                         _host_influence(reference, share) if reference is not None else None) if x is not None]
+    if not sides:
         return 0.0
-    rounds = len(solution.host)
-    per_round = (ref if ref is not None else np.zeros(rounds)) - (sol if sol is not None else np.zeros(rounds))
-    return float(per_round.std(ddof=1) / rounds ** 0.5)
+    if len(sides) == 2 and len(sides[0]) == len(sides[1]):
+        paired = sides[1] - sides[0]
+        return float(paired.std(ddof=1) / len(paired) ** 0.5)
+    return float(sum(x.var(ddof=1) / len(x) for x in sides) ** 0.5)
 
 
 def _median_rows(values: np.ndarray, picks: np.ndarray) -> list[float | None]:
@@ -158,19 +164,23 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
     whole rounds of each pass (the same round numbers for both sides), so both sides keep what
     each round shared (clock, heat, load), and an offset of each side's device time
     (``DEVICE_OFFSET``), which moves a latency only where the device time sets it."""
-    if (len(reference.device), len(reference.host)) != (len(solution.device), len(solution.host)) or not reference.host:
-        raise ValueError("paired rounds need as many reference as solution times in each pass, at least one")
+    if len(reference.device) != len(solution.device) or not reference.host or not solution.host:
+        raise ValueError("paired rounds need as many reference as solution times in the device pass, and host times")
     sol_latency = solution.latency_ms()
     point = reference.latency_ms() / sol_latency if sol_latency > 0 else 0.0
-    rounds = len(reference.host)
+    rounds = min(len(reference.host), len(solution.host))
     if rounds < 2:
         return SpeedupInterval(point, point, point, confidence, rounds)
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
     device_picks = rng.integers(0, max(1, len(reference.device)), size=(resamples, len(reference.device)))
-    host_picks = rng.integers(0, rounds, size=(resamples, rounds))
+    host_picks = rng.integers(0, len(solution.host), size=(resamples, len(solution.host)))
+    # A side that ran more host rounds (the only one whose host time could set its latency) draws
+    # its own: its added rounds have no partner to pair with.
+    reference_picks = host_picks if len(reference.host) == len(solution.host) else \
+        rng.integers(0, len(reference.host), size=(resamples, len(reference.host)))
     offsets = np.exp(DEVICE_OFFSET * rng.standard_normal((2, resamples)))
     sol = _resampled_latencies(solution, device_picks, host_picks, offsets[0])
-    ratios = _resampled_latencies(reference, device_picks, host_picks, offsets[1]) / np.where(sol > 0, sol, np.nan)
+    ratios = _resampled_latencies(reference, device_picks, reference_picks, offsets[1]) / np.where(sol > 0, sol, np.nan)
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return SpeedupInterval(point, point, point, confidence, rounds)
