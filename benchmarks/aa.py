@@ -129,7 +129,8 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "high": interval.get("high"), "verdict": interval.get("verdict"), "latency_ms": perf.get("latency_ms"),
             "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
             "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
-            "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms"))}, trace["workload"]["uuid"]
+            "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms")),
+            "warnings": ev.get("warnings") or []}, trace["workload"]["uuid"]  # e.g. other processes on the GPU
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -195,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         spread = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
         print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {v.get('setter', '-'):5s} "
               f"{'yes' if v['ok'] else 'NO'}")
+        if not v["ok"]:  # what the traces said beside a miss (another process on the GPU, clocks)
+            for number, run in enumerate(runs, 1):
+                for warning in run.get("warnings", []):
+                    print(f"    run {number}: {warning[:150]}")
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
           f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)}; "

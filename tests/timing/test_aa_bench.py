@@ -35,3 +35,15 @@ def test_a_speedup_out_of_band_or_a_failed_run_misses():
     failed = {"status": "RUNTIME_ERROR", "speedup": None, "latency_ms": None, "host_bound": None, "low": None,
               "high": None}
     assert aa.judge([_run(1.0, 0.1, False), failed])["why"] == "not PASSED in every run"
+
+
+def test_a_row_keeps_the_trace_s_facts_and_warnings():
+    trace = {"workload": {"uuid": "w1"},
+             "evaluation": {"status": "PASSED", "warnings": ["2 other process(es) used the GPU"],
+                            "performance": {"speedup_factor": 1.01, "latency_ms": 0.02,
+                                            "speedup_interval": {"low": 0.98, "high": 1.04, "verdict": "parity"},
+                                            "solution_timing": {"method": "device", "host_bound": False}}}}
+    row, uuid = aa._row(trace)
+    assert uuid == "w1" and row["speedup"] == 1.01 and row["low"] == 0.98 and row["verdict"] == "parity"
+    assert row["warnings"] == ["2 other process(es) used the GPU"]
+    assert aa._row({"workload": {"uuid": "w2"}, "evaluation": {"status": "PASSED"}})[0]["warnings"] == []
