@@ -16,7 +16,7 @@ RULE = (
     "(a pass of its own, L2 flushed before each call). "
     "Host time: each call's wall-clock span from its start until the device is idle again, in a second, "
     "unprofiled pass of the same calls, less the measured cost of an empty synchronisation; where the host "
-    "may set the latency this pass runs more rounds. "
+    "may set a side's latency this pass runs more rounds of that side. "
     "A side's device time is the median of its device spans, its host time the mean of its host spans without "
     "the lowest and highest fifth; its latency is max(device time, host time - launch allowance), where the "
     f"launch allowance is one stated constant (timing.launch_allowance_us, {LAUNCH_ALLOWANCE_US:g} us by default), "
