@@ -203,15 +203,17 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
 
 
-def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None) -> bool:
+def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
+                       precision: float = SPEEDUP_PRECISION) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance above
-    ``HOST_EXTENSION_SHARE`` of its device time) and the speedup is not yet known to
-    ``SPEEDUP_PRECISION`` (``host_speedup_se``). The host time less the allowance is a difference
-    of two larger numbers: where it sets the latency its noise is the host time's, magnified (a
-    host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so it needs more
-    rounds than a device median for the same precision; host rounds cost no profiler."""
+    ``HOST_EXTENSION_SHARE`` of its device time) and the speedup is not yet known to ``precision``
+    (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values). The host time less the
+    allowance is a difference of two larger numbers: where it sets the latency its noise is the host
+    time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to
+    2.4%), so it needs more rounds than a device median for the same precision; host rounds cost no
+    profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_EXTENSION_SHARE)
-    return se > SPEEDUP_PRECISION
+    return se > precision
 
 
 def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:

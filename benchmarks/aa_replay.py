@@ -1,0 +1,113 @@
+"""Replay the host-round stopping rule on recorded A/A rounds: where each evaluation would have
+stopped at another precision or round factor, and whether the A/A targets (``benchmarks/aa.py``)
+would still hold.
+
+    python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--factor 12,20] [--out replay.json]
+
+ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
+and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
+are its runs. For each precision and factor, each file's host rounds are cut where the rule
+(``paired.host_rounds_wanted``, in batches of the device pass's rounds) would have stopped; where it
+wants more rounds than were recorded, it gets those recorded, so replaying a precision tighter than
+the run's own overstates how well it would do. The speedup, its interval and the latency then come
+from the package's own statistics, and each workload is judged as ``aa.py`` judges it. Prints a
+table (per setting: workloads meeting every target, intervals containing 1.00, host rounds used);
+writes JSON; exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from aa import judge  # noqa: E402
+from sol_execbench.evaluate.child.timing import paired  # noqa: E402
+from sol_execbench.evaluate.child.timing.statistics import speedup_interval  # noqa: E402
+from sol_execbench.schema import TimingRounds  # noqa: E402
+
+
+def load(folder: Path) -> dict[str, list[TimingRounds]]:
+    """The recorded evaluations by workload (``definition/workload``), one per process, in file order."""
+    runs: dict[str, list[TimingRounds]] = {}
+    for path in sorted(folder.glob("*.json")):
+        record = TimingRounds.model_validate_json(path.read_text())
+        if record.speedup_interval is not None and len(record.sides) == 2:
+            runs.setdefault(f"{record.definition}/{record.workload}", []).append(record)
+    return runs
+
+
+def _cut(record: TimingRounds, host_rounds: int) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
+    """(reference, solution) with at most ``host_rounds`` host rounds each."""
+    sides = {s.name: paired.SideMeasurement(
+        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms), host_ms=tuple(s.host_ms[:host_rounds]),
+        sync_floor_ms=s.sync_floor_ms, allowance_ms=s.launch_allowance_ms) for s in record.sides}
+    return sides["reference"], sides["solution"]
+
+
+def replay(record: TimingRounds, precision: float, factor: int) -> dict[str, Any]:
+    """The record as the rule at ``precision`` and ``factor`` would have left it: a row as
+    ``aa.py`` makes one from a trace, and the host rounds it used."""
+    base = len(record.sides[0].device_ms)
+    recorded = max(len(s.host_ms) for s in record.sides)
+    rounds = min(base, recorded)
+    reference, solution = _cut(record, rounds)
+    while rounds < min(recorded, factor * base) and paired.host_rounds_wanted(solution, reference, precision):
+        rounds = min(rounds + base, recorded, factor * base)
+        reference, solution = _cut(record, rounds)
+    interval = speedup_interval(reference.spans, solution.spans)
+    return {"status": "PASSED", "speedup": interval.point, "low": interval.low, "high": interval.high,
+            "latency_ms": solution.latency_ms, "host_bound": solution.host_bound,
+            "host_rounds": len(reference.host_ms) + len(solution.host_ms)}
+
+
+def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int) -> dict[str, Any]:
+    """Every workload replayed at one setting, and the A/A targets over them."""
+    workloads = {key: [replay(r, precision, factor) for r in records] for key, records in runs.items()}
+    verdicts = {key: judge(rows) for key, rows in workloads.items()}
+    covered = sum(v.get("covered", 0) for v in verdicts.values())
+    total = sum(v.get("runs", 0) for v in verdicts.values())
+    return {"precision": precision, "factor": factor, "workloads": len(verdicts),
+            "meeting_every_target": sum(v["ok"] for v in verdicts.values()),
+            "intervals_containing_one": covered, "workload_runs": total,
+            "host_rounds": sum(row["host_rounds"] for rows in workloads.values() for row in rows),
+            "missed": sorted(key for key, v in verdicts.items() if not v["ok"])}
+
+
+def _numbers(text: str, kind: type) -> list[Any]:
+    return [kind(part) for part in text.split(",") if part.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds_dir", type=Path, help="a folder of SOL_EXECBENCH_TIMING_ROUNDS files")
+    parser.add_argument("--precision", default=str(paired.SPEEDUP_PRECISION),
+                        help="comma-separated standard errors of the log speedup to stop at")
+    parser.add_argument("--factor", default=str(paired.HOST_ROUNDS_FACTOR),
+                        help="comma-separated limits on host rounds, as multiples of the device pass's rounds")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    args = parser.parse_args(argv)
+    runs = load(args.rounds_dir)
+    if not runs:
+        print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
+        return 2
+    results = [evaluate(runs, p, f) for p in _numbers(args.precision, float) for f in _numbers(args.factor, int)]
+    print(f"{'precision':>9s} {'factor':>6s} {'targets met':>12s} {'intervals':>10s} {'host rounds':>11s}  missed")
+    for r in results:
+        print(f"{r['precision']:9.4f} {r['factor']:6d} {r['meeting_every_target']:5d} of {r['workloads']:<3d} "
+              f"{r['intervals_containing_one']:4d}/{r['workload_runs']:<5d} {r['host_rounds']:11d}  "
+              f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"rounds_dir": str(args.rounds_dir), "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

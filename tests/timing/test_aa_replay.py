@@ -1,0 +1,66 @@
+"""benchmarks/aa_replay.py: the stopping rule replayed on recorded rounds (files as an A/A run writes them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import aa_replay  # noqa: E402
+from sol_execbench.schema import SideRounds, SpeedupInterval, TimingRounds  # noqa: E402
+
+ROUNDS = 50
+
+
+def _side(name: str, device_ms: float, host_ms: list[float]) -> SideRounds:
+    return SideRounds(name=name, instrument="device", device_ms=[device_ms] * ROUNDS, host_ms=host_ms,
+                      device_call_indices=list(range(ROUNDS)), host_call_indices=list(range(len(host_ms))),
+                      sync_floor_ms=0.005, launch_allowance_ms=0.1, latency_ms=device_ms)
+
+
+def _write(folder: Path, workload: str, pid: int, device_ms: float, reference: list[float], solution: list[float]):
+    record = TimingRounds(definition="aa", workload=workload,
+                          sides=[_side("reference", device_ms, reference), _side("solution", device_ms, solution)],
+                          speedup=1.0, speedup_interval=SpeedupInterval(low=0.99, high=1.01, verdict="parity",
+                                                                        rounds=len(reference)))
+    (folder / f"aa__{workload}__{pid}.json").write_text(record.model_dump_json())
+
+
+def test_a_looser_precision_stops_host_set_workloads_sooner_and_leaves_device_set_ones_alone(tmp_path):
+    rng = np.random.default_rng(7)
+    for pid in (1, 2, 3):
+        # host-set: 150 us of host time (50 us of latency), spans spread 20%, 600 rounds recorded
+        _write(tmp_path, "eager", pid, 0.03, list(0.15 + 0.03 * rng.standard_normal(600)),
+               list(0.15 + 0.03 * rng.standard_normal(600)))
+        # device-set: 80 us of host time cannot set a 50 us device time
+        _write(tmp_path, "gemm", pid, 0.05, list(0.08 + 0.01 * rng.standard_normal(ROUNDS)),
+               list(0.08 + 0.01 * rng.standard_normal(ROUNDS)))
+    runs = aa_replay.load(tmp_path)
+    assert sorted(runs) == ["aa/eager", "aa/gemm"] and all(len(r) == 3 for r in runs.values())
+    tight, loose = aa_replay.evaluate(runs, 0.0125, 12), aa_replay.evaluate(runs, 0.05, 12)
+    gemm = [aa_replay.replay(r, 0.0125, 12)["host_rounds"] for r in runs["aa/gemm"]]
+    assert gemm == [2 * ROUNDS] * 3  # no added rounds where the host cannot set the latency
+    assert [aa_replay.replay(r, 0.0125, 12)["host_rounds"] for r in runs["aa/eager"]] == [2 * 600] * 3  # all recorded
+    assert tight["host_rounds"] > loose["host_rounds"] >= 6 * 2 * ROUNDS
+    assert aa_replay.evaluate(runs, 0.0125, 4)["host_rounds"] == 3 * 2 * 4 * ROUNDS + 3 * 2 * ROUNDS  # the factor caps
+    assert tight["workloads"] == 2 and tight["workload_runs"] == 6
+
+
+def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    folder = tmp_path / "rounds"
+    folder.mkdir()
+    for pid in (1, 2):
+        _write(folder, "eager", pid, 0.03, list(0.15 + 0.03 * rng.standard_normal(300)),
+               list(0.15 + 0.03 * rng.standard_normal(300)))
+    out = tmp_path / "replay.json"
+    assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "0.0125" in printed and "0.0300" in printed
+    results = json.loads(out.read_text())["results"]
+    assert [(r["precision"], r["factor"]) for r in results] == [(0.0125, 12), (0.03, 12)]
+    assert aa_replay.main([str(tmp_path / "empty")]) == 2
