@@ -171,33 +171,29 @@ def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
     assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
 
 
-def _host_set_spans(host_ms, device_ms=0.03):
-    return SideSpans((device_ms,) * 50, tuple(host_ms), ALLOWANCE_MS)
-
-
 def test_the_speedup_s_host_standard_error_follows_the_spread_the_rounds_and_the_pairing():
     rng = np.random.default_rng(3)
     spans = 0.15 + 0.02 * rng.standard_normal(400)  # latency 50 us
-    alone = host_speedup_se(_host_set_spans(spans), None, 0.5)
+    alone = host_speedup_se(_spans([0.03] * 50, spans), None, 0.5)
     # a trimmed mean of normal spans: about 1.1 x the plain mean's 0.02 / sqrt(400), over the latency
     assert 0.001 / 0.05 < alone < 0.0013 / 0.05
-    assert host_speedup_se(_host_set_spans(spans[:100]), None, 0.5) == pytest.approx(2 * alone, rel=0.25)
+    assert host_speedup_se(_spans([0.03] * 50, spans[:100]), None, 0.5) == pytest.approx(2 * alone, rel=0.25)
     # two sides with independent noise: the paired error is the two errors combined
     other = 0.15 + 0.02 * rng.standard_normal(400)
-    assert host_speedup_se(_host_set_spans(spans), _host_set_spans(other), 0.5) == pytest.approx(alone * 2 ** 0.5, rel=0.2)
+    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.03] * 50, other), 0.5) == pytest.approx(alone * 2 ** 0.5, rel=0.2)
     # noise both sides' rounds shared (a slow stretch of the host) cancels in the pair
     shared = 0.02 * rng.standard_normal(400)
-    common = host_speedup_se(_host_set_spans(0.15 + shared + 0.002 * rng.standard_normal(400)),
-                             _host_set_spans(0.15 + shared + 0.002 * rng.standard_normal(400)), 0.5)
+    common = host_speedup_se(_spans([0.03] * 50, 0.15 + shared + 0.002 * rng.standard_normal(400)),
+                             _spans([0.03] * 50, 0.15 + shared + 0.002 * rng.standard_normal(400)), 0.5)
     assert common < alone / 5
     # a side whose host time cannot set its latency adds nothing: the device time's
-    assert host_speedup_se(_host_set_spans(spans), _host_set_spans(other, device_ms=0.2), 0.5) == pytest.approx(alone)
-    assert host_speedup_se(_host_set_spans(spans, device_ms=0.2), None, 0.5) == 0.0
-    assert host_speedup_se(_host_set_spans([0.15] * 50), None, 0.5) == 0.0
+    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.2] * 50, other), 0.5) == pytest.approx(alone)
+    assert host_speedup_se(_spans([0.2] * 50, spans), None, 0.5) == 0.0
+    assert host_speedup_se(_spans([0.03] * 50, [0.15] * 50), None, 0.5) == 0.0
     # sides of different round counts (one ran added rounds alone): their own errors, combined
     longer = 0.15 + 0.02 * rng.standard_normal(1600)
-    assert host_speedup_se(_host_set_spans(longer), _host_set_spans(spans), 0.5) == pytest.approx(
-        (alone ** 2 + host_speedup_se(_host_set_spans(longer), None, 0.5) ** 2) ** 0.5)
+    assert host_speedup_se(_spans([0.03] * 50, longer), _spans([0.03] * 50, spans), 0.5) == pytest.approx(
+        (alone ** 2 + host_speedup_se(_spans([0.03] * 50, longer), None, 0.5) ** 2) ** 0.5)
 
 
 def test_the_interval_takes_sides_of_different_host_round_counts():

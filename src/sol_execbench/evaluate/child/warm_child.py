@@ -22,7 +22,8 @@ from ..channel import FD_ENV
 
 
 def _warm_up(device_spec: str | None) -> None:
-    """Pay the one-time costs a first workload would: device context, RNG, BLAS, reductions."""
+    """Set up what every evaluation process needs once before its first workload: the device
+    context, the RNG, BLAS, reductions, the profiler and Triton."""
     from sol_execbench.platform import current
 
     info = current(device_spec)
@@ -89,9 +90,9 @@ def _warm_triton(info) -> None:
 
 
 def _warm_device_timing(info) -> None:
-    """Time a tiny kernel as an evaluation does: a process's first profiler session (CUPTI start-up,
-    its priming session, the torch._dynamo import the profiler makes) costs seconds, which a child
-    warmed here does not spend in its first workload."""
+    """Time a tiny kernel as an evaluation does, so that the process's first profiler session
+    (CUPTI start-up, its priming session, the torch._dynamo import the profiler makes) is over
+    before a job arrives."""
     import torch
 
     from .timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
