@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from torch._C._autograd import DeviceType  # what the events' device_type() returns
+
 from sol_execbench.evaluate.child.timing.activity import (Activity, CallActivity, attribute, foreign_description,
                                                             from_kineto, probe_durations, sm_clocks_mhz,
                                                             work_set_warnings)
@@ -103,7 +105,7 @@ def test_calls_without_a_kernel_are_reported():
 def _kineto_event(kind, name, start, end, corr=0, linked=0, stream=0):
     """Duck-typed ``_KinetoEvent``: each accessor is a method, as in torch."""
     values = {"activity_type": kind, "name": name, "start_ns": start, "end_ns": end, "correlation_id": corr,
-              "linked_correlation_id": linked, "device_resource_id": stream, "device_type": "DeviceType.CPU"}
+              "linked_correlation_id": linked, "device_resource_id": stream, "device_type": DeviceType.CPU}
     return SimpleNamespace(**{key: (lambda v=value: v) for key, value in values.items()})
 
 
@@ -151,7 +153,7 @@ def test_a_launch_from_another_thread_during_setup_is_foreign():
 def _old_kineto_event(name, device, start=0, end=1, corr=0, linked=0, resource=0):
     """A ``_KinetoEvent`` of torch 2.11: no ``activity_type()`` accessor."""
     values = {"name": name, "start_ns": start, "end_ns": end, "correlation_id": corr, "linked_correlation_id": linked,
-              "device_resource_id": resource, "device_type": f"DeviceType.{device}"}
+              "device_resource_id": resource, "device_type": getattr(DeviceType, device)}
     return SimpleNamespace(**{key: (lambda v=value: v) for key, value in values.items()})
 
 

@@ -260,8 +260,9 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
 
     m = _measure(fake_gpu, slow_host)
     assert m.solution.host_bound and m.solution.latency_ms >= 3.0 - ALLOWANCE_MS
-    # the host sets the latency: the host pass ran until the speedup was known to SPEEDUP_PRECISION
-    assert host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_EXTENSION_SHARE) <= paired.SPEEDUP_PRECISION
+    # the host sets the solution's latency alone: the host pass ran until the speedup was known to
+    # LONE_SIDE_PRECISION
+    assert host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_SET_MARGIN) <= paired.LONE_SIDE_PRECISION
     assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
     assert m.speedup.verdict == "slower"
 
@@ -282,3 +283,39 @@ def test_only_a_side_whose_host_time_may_set_its_latency_runs_the_added_host_rou
     assert len(m.reference.host_ms) == ROUNDS < len(m.solution.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
     assert m.speedup.rounds == ROUNDS and m.speedup.low <= m.speedup.point <= m.speedup.high
     assert m.speedup.point == pytest.approx(m.reference.latency_ms / m.solution.latency_ms)
+
+
+def test_the_host_pass_starts_after_untimed_rounds_on_the_warm_up_arguments(fake_gpu, monkeypatch):
+    """On a GPU the first host rounds after the device pass ran slow: WAKE_ROUNDS untimed rounds of
+    each side come first, on the warm-up's own arguments, so no timed call index is used up."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
+    calls: list[tuple[str, int, bool]] = []  # (side, its arguments drawn so far, inside a timed host span)
+    timing = [False]
+    real_span = unprofiled.host_span_ms
+
+    def timed_span(device, call):
+        timing[0] = True
+        try:
+            return real_span(device, call)
+        finally:
+            timing[0] = False
+
+    monkeypatch.setattr(unprofiled, "host_span_ms", timed_span)
+
+    def counted(name):
+        def fn(x, y):
+            calls.append((name, sides[name].fresh.calls_made, timing[0]))
+            return x + y
+        return fn
+
+    solution, reference = _sides(counted("solution"), counted("reference"))
+    sides = {"solution": solution, "reference": reference}
+    plan = TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu), allowance_ms=ALLOWANCE_MS)
+    m = measure(solution, reference, plan)
+    device_end = max(m.solution.device_call_indices) + 1
+    assert list(m.solution.host_call_indices) == list(range(device_end, device_end + ROUNDS))
+    first_timed = next(i for i, c in enumerate(calls) if c[2])
+    for name in sides:
+        # the device pass's last call on index device_end - 1, then the untimed rounds, no new index
+        untimed = [c for c in calls[:first_timed] if c[0] == name and c[1] == device_end]
+        assert unprofiled.WAKE_ROUNDS >= 1 and len(untimed) == 1 + unprofiled.WAKE_ROUNDS

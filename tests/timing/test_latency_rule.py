@@ -14,7 +14,7 @@ from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs,
 from sol_execbench.evaluate.child.timing import paired, statistics
 from sol_execbench.evaluate.child.timing.paired import _side
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_speedup_se, host_time_ms
+from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_speedup_se, host_time_ms, host_time_se_ms
 from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
@@ -50,7 +50,7 @@ def test_a_sides_latency_is_continuous_across_the_host_device_crossover():
     """Rounds whose host time less the allowance sits right at the device time: nudging one round's
     host or device time across it moves the latency by no more than the nudge."""
     device = [0.1 + 1e-3 * (k % 3) for k in range(9)]
-    for host_centre, step in itertools.product((0.1 + ALLOWANCE_MS - 1e-4, 0.1 + ALLOWANCE_MS, 0.1 + ALLOWANCE_MS + 1e-4, 0.5), STEPS):
+    for host_centre, step in itertools.product((0.1 + ALLOWANCE_MS - 1e-4, 0.1 + ALLOWANCE_MS, 0.1 + ALLOWANCE_MS + 1e-4, MARGIN), STEPS):
         host = [host_centre + 1e-4 * (k % 4) for k in range(9)]
         base = _measured_side(device, host).latency_ms
         for k in range(9):
@@ -171,29 +171,32 @@ def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
     assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
 
 
+MARGIN = paired.HOST_SET_MARGIN
+
+
 def test_the_speedup_s_host_standard_error_follows_the_spread_the_rounds_and_the_pairing():
     rng = np.random.default_rng(3)
     spans = 0.15 + 0.02 * rng.standard_normal(400)  # latency 50 us
-    alone = host_speedup_se(_spans([0.03] * 50, spans), None, 0.5)
+    alone = host_speedup_se(_spans([0.03] * 50, spans), None, MARGIN)
     # a trimmed mean of normal spans: about 1.1 x the plain mean's 0.02 / sqrt(400), over the latency
     assert 0.001 / 0.05 < alone < 0.0013 / 0.05
-    assert host_speedup_se(_spans([0.03] * 50, spans[:100]), None, 0.5) == pytest.approx(2 * alone, rel=0.25)
+    assert host_speedup_se(_spans([0.03] * 50, spans[:100]), None, MARGIN) == pytest.approx(2 * alone, rel=0.25)
     # two sides with independent noise: the paired error is the two errors combined
     other = 0.15 + 0.02 * rng.standard_normal(400)
-    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.03] * 50, other), 0.5) == pytest.approx(alone * 2 ** 0.5, rel=0.2)
+    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.03] * 50, other), MARGIN) == pytest.approx(alone * 2 ** 0.5, rel=0.2)
     # noise both sides' rounds shared (a slow stretch of the host) cancels in the pair
     shared = 0.02 * rng.standard_normal(400)
     common = host_speedup_se(_spans([0.03] * 50, 0.15 + shared + 0.002 * rng.standard_normal(400)),
-                             _spans([0.03] * 50, 0.15 + shared + 0.002 * rng.standard_normal(400)), 0.5)
+                             _spans([0.03] * 50, 0.15 + shared + 0.002 * rng.standard_normal(400)), MARGIN)
     assert common < alone / 5
     # a side whose host time cannot set its latency adds nothing: the device time's
-    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.2] * 50, other), 0.5) == pytest.approx(alone)
-    assert host_speedup_se(_spans([0.2] * 50, spans), None, 0.5) == 0.0
-    assert host_speedup_se(_spans([0.03] * 50, [0.15] * 50), None, 0.5) == 0.0
+    assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.2] * 50, other), MARGIN) == pytest.approx(alone)
+    assert host_speedup_se(_spans([0.2] * 50, spans), None, MARGIN) == 0.0
+    assert host_speedup_se(_spans([0.03] * 50, [0.15] * 50), None, MARGIN) == 0.0
     # sides of different round counts (one ran added rounds alone): their own errors, combined
     longer = 0.15 + 0.02 * rng.standard_normal(1600)
-    assert host_speedup_se(_spans([0.03] * 50, longer), _spans([0.03] * 50, spans), 0.5) == pytest.approx(
-        (alone ** 2 + host_speedup_se(_spans([0.03] * 50, longer), None, 0.5) ** 2) ** 0.5)
+    assert host_speedup_se(_spans([0.03] * 50, longer), _spans([0.03] * 50, spans), MARGIN) == pytest.approx(
+        (alone ** 2 + host_speedup_se(_spans([0.03] * 50, longer), None, MARGIN) ** 2) ** 0.5)
 
 
 def test_the_interval_takes_sides_of_different_host_round_counts():
@@ -227,3 +230,35 @@ def test_host_rounds_go_on_until_the_speedup_is_precise_where_a_host_time_may_se
     assert not paired.host_rounds_wanted(_measured_side([0.03] * 50, [0.145] * 50), None)
     # no device time (CPU): the host time is the latency whatever its precision, and no device pass to balance
     assert not paired.host_rounds_wanted(_measured_side([None] * 50, noisy), None)
+
+
+def test_a_host_time_below_the_device_time_by_more_than_its_margin_gets_no_added_rounds():
+    """Whether a host time may set the latency is judged with its own uncertainty: host time less
+    the allowance within HOST_SET_MARGIN standard errors of the device time, or above it."""
+    rng = np.random.default_rng(6)
+    noise = 0.03 * rng.standard_normal(800)
+    host = list(0.145 + noise)  # less the allowance: ~45 us, its standard error ~4.5 us over 50 rounds
+    se = host_time_se_ms(tuple(host[:50]))
+    assert 0.003 < se < 0.006
+    # 45 us against a device time of 80 us: clearly below, no added rounds however noisy
+    assert not paired.host_rounds_wanted(_measured_side([0.08] * 50, host[:50]), None)
+    # against 50 us: within the margin, so it may set the latency: more rounds
+    assert paired.host_rounds_wanted(_measured_side([0.05] * 50, host[:50]), None)
+    # 800 rounds narrow the host time's error to ~1.1 us: 45 us is then clearly below 50 us
+    assert host_time_se_ms(tuple(host)) < se / 3
+    assert not paired.host_rounds_wanted(_measured_side([0.05] * 50, host), None)
+
+
+def test_a_lone_host_set_side_stops_at_the_lone_side_precision():
+    """Where only one side's host time may set its latency, the speedup moves with that host's speed
+    between processes: its rounds stop at LONE_SIDE_PRECISION. Two host-set sides go on to
+    SPEEDUP_PRECISION."""
+    rng = np.random.default_rng(7)
+    one = _measured_side([0.03] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
+    other = _measured_side([0.03] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
+    device_set = _measured_side([0.2] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
+    lone = host_speedup_se(one.spans, device_set.spans, MARGIN)
+    assert paired.SPEEDUP_PRECISION < lone < paired.LONE_SIDE_PRECISION
+    assert not paired.host_rounds_wanted(one, device_set)
+    assert host_speedup_se(one.spans, other.spans, MARGIN) > paired.SPEEDUP_PRECISION
+    assert paired.host_rounds_wanted(one, other)

@@ -103,35 +103,47 @@ class SideSpans:
         return side_latency_ms(self.device_median_ms(), host_time_ms(self.host), self.allowance_ms)
 
 
-def host_may_set(side: SideSpans, share: float) -> bool:
+def _winsorised_deviations(host: tuple[float, ...]) -> np.ndarray:
+    """Each host round's influence on the host time (the trimmed mean): its span winsorised (the cut
+    fifths set to the nearest span kept), less their mean, over 1 - 2 x the cut share."""
+    spans = np.asarray(host, dtype=float)
+    ordered = np.sort(spans)
+    n, cut = spans.size, int(spans.size * HOST_TRIM)
+    winsorised = np.clip(spans, ordered[cut], ordered[n - cut - 1])
+    return (winsorised - winsorised.mean()) / (1 - 2 * cut / n)
+
+
+def host_time_se_ms(host: tuple[float, ...]) -> float:
+    """Standard error of the host time (``host_time_ms``), from its rounds' influence."""
+    return float(_winsorised_deviations(host).std(ddof=1) / len(host) ** 0.5) if len(host) >= 2 else float("inf")
+
+
+def host_may_set(side: SideSpans, margin: float) -> bool:
     """Whether the side's host time may set its latency: it has a device time to weigh against, and
-    its host time less the allowance is above ``share`` of it."""
+    its host time less the allowance, raised by ``margin`` standard errors of the host time, exceeds
+    it. A host time clearly below the device time cannot move the latency, however many rounds."""
     device = side.device_median_ms()
-    return device is not None and len(side.host) >= 2 and host_time_ms(side.host) - side.allowance_ms > share * device
+    if device is None or len(side.host) < 2:
+        return False
+    return host_time_ms(side.host) - side.allowance_ms + margin * host_time_se_ms(side.host) > device
 
 
-def _host_influence(side: SideSpans, share: float) -> np.ndarray | None:
-    """Each host round's influence on the side's log latency: the trimmed mean's influence (the
-    round's span, winsorised: the cut fifths set to the nearest span kept, less their mean, over
-    1 - 2 x the cut share) over the latency. None where the host time cannot set the latency
-    (``host_may_set``)."""
-    if not host_may_set(side, share):
+def _host_influence(side: SideSpans, margin: float) -> np.ndarray | None:
+    """Each host round's influence on the side's log latency (``_winsorised_deviations`` over the
+    latency); None where the host time cannot set the latency (``host_may_set``)."""
+    if not host_may_set(side, margin):
         return None
-    host = np.asarray(side.host, dtype=float)
-    ordered = np.sort(host)
-    n, cut = host.size, int(host.size * HOST_TRIM)
-    winsorised = np.clip(host, ordered[cut], ordered[n - cut - 1])
-    return (winsorised - winsorised.mean()) / (1 - 2 * cut / n) / side.latency_ms()
+    return _winsorised_deviations(side.host) / side.latency_ms()
 
 
-def host_speedup_se(solution: SideSpans, reference: SideSpans | None, share: float) -> float:
+def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: float) -> float:
     """Standard error of the log speedup that the host rounds leave (0 where neither side's host
     time can set its latency, see ``_host_influence``). Paired where both sides ran the same rounds:
     round k of the reference less round k of the solution, so what a round shared (host load,
     clocks) cancels where both sides are set by the host. Otherwise (no reference, or one side ran
     more rounds) each side's own error, combined."""
-    sides = [x for x in (_host_influence(solution, share),
-                         _host_influence(reference, share) if reference is not None else None) if x is not None]
+    sides = [x for x in (_host_influence(solution, margin),
+                         _host_influence(reference, margin) if reference is not None else None) if x is not None]
     if not sides:
         return 0.0
     if len(sides) == 2 and len(sides[0]) == len(sides[1]):
@@ -140,22 +152,27 @@ def host_speedup_se(solution: SideSpans, reference: SideSpans | None, share: flo
     return float(sum(x.var(ddof=1) / len(x) for x in sides) ** 0.5)
 
 
-def _median_rows(values: np.ndarray, picks: np.ndarray) -> list[float | None]:
-    """Median of each resample (row of ``picks``) over the values that were measured (not NaN)."""
+def _median_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """Median of each resample (row of ``picks``) over the values that were measured (not NaN);
+    NaN for a resample that drew none."""
     if values.size == 0 or np.all(np.isnan(values)):
-        return [None] * len(picks)
+        return np.full(len(picks), np.nan)
     drawn = values[picks]
     if not np.isnan(values).any():
-        return list(np.median(drawn, axis=1))
-    return [None if np.all(np.isnan(row)) else float(np.nanmedian(row)) for row in drawn]
+        return np.median(drawn, axis=1)
+    medians = np.full(len(picks), np.nan)
+    measured = ~np.all(np.isnan(drawn), axis=1)
+    medians[measured] = np.nanmedian(drawn[measured], axis=1)
+    return medians
 
 
 def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: np.ndarray,
                          offsets: np.ndarray) -> np.ndarray:
-    devices = _median_rows(side.device_array(), device_picks)
+    """``side_latency_ms`` of each resample, over arrays: the device time (NaN: none) times its
+    offset, or the host time less the allowance where larger; the host time without a device time."""
+    devices = _median_rows(side.device_array(), device_picks) * offsets
     hosts = _host_time_rows(np.asarray(side.host, dtype=float)[host_picks])
-    return np.array([side_latency_ms(None if d is None else d * o, h, side.allowance_ms)
-                     for d, o, h in zip(devices, offsets, hosts)])
+    return np.where(np.isnan(devices), hosts, np.maximum(devices, hosts - side.allowance_ms))
 
 
 def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: float = CONFIDENCE,
