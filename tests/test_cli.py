@@ -213,3 +213,16 @@ def test_timing_rounds_writes_every_timed_call_of_each_workload(problem: Path, m
         assert sides["solution"].host_call_indices == sides["reference"].host_call_indices
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_child_profile_is_written_outside_the_sandbox(problem: Path, tmp_path: Path, monkeypatch):
+    """SOL_EXECBENCH_CHILD_PROFILE names a file outside the staging directory, which the sandboxed
+    child may not open for writing: it is opened before the job starts."""
+    import pstats
+
+    path = tmp_path / "child.prof"
+    monkeypatch.setenv("SOL_EXECBENCH_CHILD_PROFILE", str(path))
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32", "--no-warm-pool")
+    assert result.exit_code == 0, result.output
+    stats = pstats.Stats(str(path))
+    assert any(name == "run_job" for (_file, _line, name) in stats.stats)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -74,10 +75,10 @@ def test_idle_warm_children_are_not_other_processes(monkeypatch):
 
     me = os.getpid()
     sibling = os.getppid()  # a live process standing in for an idle warm child
-    assert clock_watch._others([me, sibling]) == [sibling]
+    assert clock_watch._others([me, sibling], gpu_quiet.idle_pids()) == [sibling]
     (gpu_quiet._runtime_dir() / f"idle-{sibling}").touch()
     assert sibling in gpu_quiet.idle_pids()
-    assert clock_watch._others([me, sibling]) == []
+    assert clock_watch._others([me, sibling], gpu_quiet.idle_pids()) == []
     gpu_quiet.mark_idle()
     assert me in gpu_quiet.idle_pids()
     gpu_quiet.unmark_idle()
@@ -86,9 +87,36 @@ def test_idle_warm_children_are_not_other_processes(monkeypatch):
     assert 999999999 not in gpu_quiet.idle_pids()
 
 
+def test_idle_warm_children_stay_apart_inside_the_sandbox(monkeypatch, tmp_path):
+    """The readings between workloads run in the sandbox: its environment names another folder and
+    its pid namespace hides every outside process. A warm child idle at the start and still marked
+    idle is not another process; one that took a job since (its mark gone) is."""
+    from sol_execbench.evaluate.child.clock_watch import ClockWatch
+    from sol_execbench.platform import DeviceInfo
+    from sol_execbench.platform.clocks import ClockReading
+
+    spare, busy = os.getppid(), 1  # live processes standing in for two idle warm children
+    for pid in (spare, busy):
+        (gpu_quiet._runtime_dir() / f"idle-{pid}").touch()
+    gpu_quiet.pin_runtime_dir()
+    reading = ClockReading("nvml", processes=[os.getpid(), spare, busy])
+    reader = SimpleNamespace(read=lambda: reading)
+    gpu = DeviceInfo(vendor="cuda", torch_device="cuda:0", index=0, name="NVIDIA H100 80GB HBM3", arch="sm_90a",
+                     compute_units=132, l2_bytes=50 * 2**20, memory_bytes=80 * 2**30, runtime_version="13.0")
+    try:
+        watch = ClockWatch(gpu, reader=reader)
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "private"))  # as the sandbox's environment
+        monkeypatch.setattr(gpu_quiet, "_alive", lambda pid: False)  # as in its pid namespace
+        (gpu_quiet._runtime_dir() / f"idle-{busy}").unlink()  # took a job
+        watch.sample("w1", "before_timing")
+        assert watch.record_for("w1").other_processes == [busy]
+        assert f"pids [{busy}]" in " ".join(watch.warnings_for("w1"))
+    finally:
+        gpu_quiet._pinned.clear()
+
+
 def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idle(monkeypatch):
     """warm_child._warm_up's GPU path, with the device work itself stubbed (no GPU here)."""
-    from types import SimpleNamespace
 
     import sol_execbench.platform as platform
     from sol_execbench.evaluate.child import warm_child
@@ -100,7 +128,7 @@ def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idl
         # an evaluation starting now waits: the warm-up holds the device
         seen["evaluation_warning"] = gpu_quiet.hold_shared(info.index, wait_s=0.1)
 
-    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0,
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
                                                                                torch_device="cuda:0"))
     monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
     warm_child._warm_up(None)

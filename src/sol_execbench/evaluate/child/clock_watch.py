@@ -21,16 +21,13 @@ from sol_execbench.platform.clocks import (BENIGN_REASONS, DRAM_CLK_ENV, ClockRe
                                            expected_locked_clocks, lock_problems, other_processes)
 from sol_execbench.schema import ClockRecord, ClockSample
 
-from .gpu_quiet import idle_pids
+from .gpu_quiet import idle_pids, marked_idle
 
 
-def _others(processes) -> list[int]:
+def _others(processes, idle: set[int]) -> list[int]:
     """Other processes on the GPU, less idle warm-pool children (a context, no work: see gpu_quiet)."""
     found = other_processes(processes, os.getpid())
-    if not found:
-        return found
-    idle = idle_pids()
-    return [pid for pid in found if pid not in idle]
+    return [pid for pid in found if pid not in idle] if found else found
 
 # Capped time worth a warning: at least this long and this share of the region. NVML updates its
 # counters in coarse steps, and a cap shorter than a few calls cannot move a median of 50.
@@ -62,8 +59,12 @@ class ClockWatch:
         self.source = start.source
         self._base = ClockRecord(source=start.source, samples=[self._sample(start, "start")],
                                  partial_reasons=list(start.problems))
-        self._others_at_start = _others(start.processes)
+        # Taken before the sandbox: later readings run inside it, where no outside process can be
+        # checked for life; a warm child idle now and still marked idle then is still idle.
+        self._idle_at_start = idle_pids()
+        self._others_at_start = _others(start.processes, self._idle_at_start)
         self._per_workload: dict[str, list[tuple[str, ClockReading]]] = {}
+        self._others_seen: dict[str, set[int]] = {}
         self._lock_note: str | None = None
 
     @staticmethod
@@ -116,7 +117,13 @@ class ClockWatch:
     # -- around each workload's timed calls ---------------------------------------------------
 
     def sample(self, uuid: str, when: str) -> None:
-        self._per_workload.setdefault(uuid, []).append((when, self.reader.read()))
+        reading = self.reader.read()
+        self._per_workload.setdefault(uuid, []).append((when, reading))
+        idle = marked_idle() & self._idle_at_start  # a spare that took a job since is no longer marked
+        self._others_seen.setdefault(uuid, set()).update(_others(reading.processes, idle))
+
+    def _others_for(self, uuid: str) -> list[int]:
+        return sorted(set(self._others_at_start) | self._others_seen.get(uuid, set()))
 
     def capped(self, uuid: str) -> tuple[dict[str, float | None] | None, float | None, list[str]]:
         """(ms capped per policy, ms of host time the readings span, odd counters) over this
@@ -142,11 +149,9 @@ class ClockWatch:
         record = self._base.model_copy(deep=True)
         readings = self._per_workload.get(uuid, [])
         record.samples.extend(self._sample(r, when) for when, r in readings)
-        others = set(self._others_at_start)
         for _, reading in readings:
-            others.update(_others(reading.processes))
             record.partial_reasons.extend(p for p in reading.problems if p not in record.partial_reasons)
-        record.other_processes = sorted(others) if others else None
+        record.other_processes = self._others_for(uuid) or None
         capped, region_ms, problems = self.capped(uuid)
         record.partial_reasons.extend(p for p in problems if p not in record.partial_reasons)
         if capped is not None:
@@ -156,13 +161,12 @@ class ClockWatch:
 
     def shared(self, uuid: str) -> bool:
         """Whether other processes used this GPU at the start or around this workload so far."""
-        readings = self._per_workload.get(uuid, [])
-        return bool(self._others_at_start) or any(_others(r.processes) for _, r in readings)
+        return bool(self._others_for(uuid))
 
     def warnings_for(self, uuid: str) -> list[str]:
         warnings = []
         readings = self._per_workload.get(uuid, [])
-        others = sorted(set(self._others_at_start).union(*(_others(r.processes) for _, r in readings)))
+        others = self._others_for(uuid)
         if others:
             warnings.append(f"other processes use this GPU during the run (pids {others}): timings may be disturbed")
         throttled = sorted({reason for _, r in readings for reason in (r.throttle_reasons or [])} - BENIGN_REASONS)

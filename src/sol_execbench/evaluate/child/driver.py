@@ -88,9 +88,10 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     if not device.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
     else:
-        from .gpu_quiet import hold_shared
+        from .gpu_quiet import hold_shared, pin_runtime_dir
 
         quiet_warning = hold_shared(device.index)  # no warm-pool start-up on this GPU while we measure
+        pin_runtime_dir()  # the pool's idle marks are read between workloads, inside the sandbox (clock_watch)
 
     import torch  # noqa: F401  (after TRITON_INTERPRET is decided)
 
@@ -119,6 +120,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     custom = getattr(reference, definition.custom_inputs_entrypoint) if definition.custom_inputs_entrypoint else None
     _phase("reference loaded")
     clocks, problem, clock_notes = _clock_watch(config, device)
+    _phase("clocks read")
     if problem:
         channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value, log=problem)
         return
@@ -181,10 +183,12 @@ def main(argv: list[str]) -> None:
     channel = ChannelWriter.from_environment()
     job = json.loads(Path(argv[1]).read_text())
     profile_path = os.environ.get(PROFILE_ENV)
-    profiler = None
+    profiler, profile_file = None, None
     if profile_path:  # where the evaluator itself spends its time (developer switch, docs/configuration.md)
         import cProfile
 
+        # Opened now: the sandbox the job enters allows no write outside the staging directory.
+        profile_file = open(profile_path, "wb")  # noqa: SIM115  (closed after the job)
         profiler = cProfile.Profile()
         profiler.enable()
     try:
@@ -192,9 +196,13 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:
         channel.send("crash", log=f"{exc!r}\n{traceback.format_exc()}")
     finally:
-        if profiler is not None:
+        if profiler is not None and profile_file is not None:
+            import marshal
+
             profiler.disable()
-            profiler.dump_stats(profile_path)
+            profiler.create_stats()
+            with profile_file:
+                marshal.dump(profiler.stats, profile_file)  # what cProfile's dump_stats writes
         sys.stdout.flush()
         sys.stderr.flush()
         channel.close()

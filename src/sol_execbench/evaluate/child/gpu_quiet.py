@@ -33,8 +33,17 @@ EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluat
 _held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
 
 
+_pinned: list[Path] = []  # the pool's folder as resolved before the sandbox (mutated, never rebound)
+
+
+def pin_runtime_dir() -> None:
+    """Keep the pool's folder as it resolves now, before the evaluation enters its sandbox, whose
+    environment names a private folder instead (the idle marks are read there between workloads)."""
+    _pinned[:] = [runtime_dir()]
+
+
 def _runtime_dir() -> Path:
-    return runtime_dir()
+    return _pinned[0] if _pinned else runtime_dir()
 
 
 def lock_path(device_index: int | None) -> Path:
@@ -100,19 +109,19 @@ def unmark_idle() -> None:
         _idle_mark(os.getpid()).unlink()
 
 
-def idle_pids() -> set[int]:
-    """Warm children waiting for a job (live processes only: a mark left by a killed one is ignored)."""
-    found = set()
+def marked_idle() -> set[int]:
+    """The pids of the idle marks, live or not: inside the sandbox (its own pid namespace) no
+    process outside can be checked."""
     try:
         names = os.listdir(_runtime_dir())
     except OSError:
-        return found
-    for name in names:
-        if name.startswith("idle-") and name[5:].isdigit():
-            pid = int(name[5:])
-            if _alive(pid):
-                found.add(pid)
-    return found
+        return set()
+    return {int(name[5:]) for name in names if name.startswith("idle-") and name[5:].isdigit()}
+
+
+def idle_pids() -> set[int]:
+    """Warm children waiting for a job (live processes only: a mark left by a killed one is ignored)."""
+    return {pid for pid in marked_idle() if _alive(pid)}
 
 
 def _alive(pid: int) -> bool:

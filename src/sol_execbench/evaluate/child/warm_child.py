@@ -35,6 +35,7 @@ def _warm_up(device_spec: str | None) -> None:
     with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext():
         _warm_device(info)
     if info.is_gpu:
+        _warm_clock_reader(info)
         gpu_quiet.mark_idle()  # holds a context from now on, but launches nothing until handed a job
 
 
@@ -57,6 +58,18 @@ def _import_ahead(info) -> None:
             from . import _triton_warm  # noqa: F401  (defines the warm-up kernel: Triton's front end)
     except Exception:  # noqa: BLE001  (no Triton, or it does not import here: the solution will say so)
         pass
+
+
+def _warm_clock_reader(info) -> None:
+    """One clock reading, as the evaluation takes at its start: the clock library's own start-up
+    (``nvmlInit``) is then over, and stays so for the process. On an H100 the span of a warm
+    evaluation that holds its first reading took 0.14 to 0.22 s, against 0.02 s on the CPU. It
+    launches no device work."""
+    from sol_execbench.platform.clocks import ClockReader
+
+    from .clock_watch import device_uuid
+
+    ClockReader(info.vendor, info.index, device_uuid(info)).read()  # never raises (a probe)
 
 
 def _warm_device(info) -> None:
