@@ -226,3 +226,26 @@ def test_child_profile_is_written_outside_the_sandbox(problem: Path, tmp_path: P
     assert result.exit_code == 0, result.output
     stats = pstats.Stats(str(path))
     assert any(name == "run_job" for (_file, _line, name) in stats.stats)
+
+
+def test_every_command_module_is_in_the_lazy_table_and_an_evaluation_imports_only_its_own():
+    """Commands are imported when looked up (COMMAND_MODULES): every cli/*_cmd.py module must be in
+    the table, every command it registers under its name; resolving the evaluation in a fresh
+    interpreter imports no other command module, and a group gets the subcommands of all its modules."""
+    import subprocess
+    import sys
+
+    from sol_execbench.cli import main as cli_main
+
+    modules = {p.stem for p in Path(cli_main.__file__).parent.glob("*_cmd.py")}
+    assert modules == {m for names in cli_main.COMMAND_MODULES.values() for m in names}
+    assert set(cli.commands) == set(cli_main.COMMAND_MODULES)
+    probe = ("import sys, click\n"
+             "from sol_execbench.cli.main import cli\n"
+             "ctx = click.Context(cli)\n"
+             "assert cli.get_command(ctx, 'evaluate') is not None\n"
+             "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('sol_execbench.cli.') and m.endswith('_cmd')))\n"
+             "print(sorted(cli.get_command(ctx, 'dataset').commands))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "['evaluate_cmd']"
+    assert out[1] == str(sorted(cli.commands["dataset"].commands))

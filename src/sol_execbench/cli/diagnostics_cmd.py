@@ -63,6 +63,9 @@ def contract_cmd(ctx: click.Context, as_json: bool) -> None:
     """Tool and schema versions, JSON Schemas of every format, trace statuses, CLI commands."""
     _require_json(as_json, "contract")
     from sol_execbench.cli.baseline_cmd import PROG, baseline_command
+    from sol_execbench.cli.main import _register
+
+    _register()  # every command, not only those looked up so far
     from sol_execbench.envprobe.contract import build_contract
 
     _emit(build_contract(describe_commands(ctx.find_root().command), [describe_command(baseline_command, PROG)]))
