@@ -209,12 +209,12 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
                        precision: float = SPEEDUP_PRECISION) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance within
-    ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet known to ``precision``
-    (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values), or where only one
-    side's host time may set its latency, to ``LONE_SIDE_PRECISION``. The host time less the
-    allowance is a difference of two larger numbers: where it sets the latency its noise is the host
-    time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to
-    2.4%), so it needs more rounds than a device median for the same precision; host rounds cost no
+    ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet
+    known to ``precision`` (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values), or
+    where only one side's host time may set its latency, to ``LONE_SIDE_PRECISION``. The host time less
+    the allowance is a difference of two larger numbers: where it sets the latency its noise is the host
+    time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%),
+    so it needs more rounds than a device median for the same precision; host rounds cost no
     profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     both = reference is not None and all(host_may_set(s.spans, HOST_SET_MARGIN) for s in (solution, reference))
