@@ -7,12 +7,12 @@ would still hold.
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
 are its runs. For each precision and factor, each file's host rounds are cut where the rule
-(``paired.host_rounds_wanted``, in batches of the device pass's rounds) would have stopped; where it
-wants more rounds than were recorded, it gets those recorded, so replaying a precision tighter than
-the run's own overstates how well it would do. The speedup, its interval and the latency then come
-from the package's own statistics, and each workload is judged as ``aa.py`` judges it. Prints a
-table (per setting: workloads meeting every target, intervals containing 1.00, host rounds used);
-writes JSON; exit 0.
+(``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to the sides
+``paired.extended_sides`` names) would have stopped; where it wants more rounds than were recorded,
+it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
+would do. The speedup, its interval and the latency then come from the package's own statistics, and
+each workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
+target, intervals containing 1.00, host rounds used); writes JSON; exit 0.
 """
 
 from __future__ import annotations
@@ -43,24 +43,30 @@ def load(folder: Path) -> dict[str, list[TimingRounds]]:
     return runs
 
 
-def _cut(record: TimingRounds, host_rounds: int) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
-    """(reference, solution) with at most ``host_rounds`` host rounds each."""
+def _cut(record: TimingRounds, host_rounds: dict[str, int]) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
+    """(reference, solution), each with at most its ``host_rounds`` host rounds."""
     sides = {s.name: paired.SideMeasurement(
-        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms), host_ms=tuple(s.host_ms[:host_rounds]),
+        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms), host_ms=tuple(s.host_ms[:host_rounds[s.name]]),
         sync_floor_ms=s.sync_floor_ms, allowance_ms=s.launch_allowance_ms) for s in record.sides}
     return sides["reference"], sides["solution"]
 
 
 def replay(record: TimingRounds, precision: float, factor: int) -> dict[str, Any]:
     """The record as the rule at ``precision`` and ``factor`` would have left it: a row as
-    ``aa.py`` makes one from a trace, and the host rounds it used."""
+    ``aa.py`` makes one from a trace, and the host rounds it used. As in a run, each batch of added
+    rounds goes to the sides whose host time may set their latency (``paired.extended_sides``)."""
     base = len(record.sides[0].device_ms)
-    recorded = max(len(s.host_ms) for s in record.sides)
-    rounds = min(base, recorded)
-    reference, solution = _cut(record, rounds)
-    while rounds < min(recorded, factor * base) and paired.host_rounds_wanted(solution, reference, precision):
-        rounds = min(rounds + base, recorded, factor * base)
-        reference, solution = _cut(record, rounds)
+    recorded = {s.name: len(s.host_ms) for s in record.sides}
+    limit = {name: min(n, factor * base) for name, n in recorded.items()}
+    counts = {name: min(base, n) for name, n in recorded.items()}
+    reference, solution = _cut(record, counts)
+    while paired.host_rounds_wanted(solution, reference, precision):
+        names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
+        if not names:
+            break
+        for name in names:
+            counts[name] = min(counts[name] + base, limit[name])
+        reference, solution = _cut(record, counts)
     interval = speedup_interval(reference.spans, solution.spans)
     return {"status": "PASSED", "speedup": interval.point, "low": interval.low, "high": interval.high,
             "latency_ms": solution.latency_ms, "host_bound": solution.host_bound,

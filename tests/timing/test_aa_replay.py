@@ -64,3 +64,16 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
     results = json.loads(out.read_text())["results"]
     assert [(r["precision"], r["factor"]) for r in results] == [(0.0125, 12), (0.03, 12)]
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
+
+
+def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds(tmp_path):
+    """A device-set reference (its host time well below its device time) and a noisy host-set
+    solution, 600 rounds recorded for both: the replay adds rounds to the solution alone, and stops
+    it at the lone side's precision, before all 600."""
+    rng = np.random.default_rng(9)
+    _write(tmp_path, "mixed", 1, 0.05, list(0.11 + 0.005 * rng.standard_normal(600)),
+           list(0.20 + 0.04 * rng.standard_normal(600)))
+    (record,) = aa_replay.load(tmp_path)["aa/mixed"]
+    row = aa_replay.replay(record, 0.0125, 12)
+    solution_rounds = row["host_rounds"] - ROUNDS  # the reference keeps its 50
+    assert ROUNDS < solution_rounds < 600 and solution_rounds % ROUNDS == 0
