@@ -64,9 +64,9 @@ def contract_cmd(ctx: click.Context, as_json: bool) -> None:
     _require_json(as_json, "contract")
     from sol_execbench.cli.baseline_cmd import PROG, baseline_command
     from sol_execbench.cli.main import _register
+    from sol_execbench.envprobe.contract import build_contract
 
     _register()  # every command, not only those looked up so far
-    from sol_execbench.envprobe.contract import build_contract
 
     _emit(build_contract(describe_commands(ctx.find_root().command), [describe_command(baseline_command, PROG)]))
 

@@ -26,8 +26,7 @@ from .gpu_quiet import idle_pids, marked_idle
 
 def _others(processes, idle: set[int]) -> list[int]:
     """Other processes on the GPU, less idle warm-pool children (a context, no work: see gpu_quiet)."""
-    found = other_processes(processes, os.getpid())
-    return [pid for pid in found if pid not in idle] if found else found
+    return [pid for pid in other_processes(processes, os.getpid()) if pid not in idle]
 
 # Capped time worth a warning: at least this long and this share of the region. NVML updates its
 # counters in coarse steps, and a cap shorter than a few calls cannot move a median of 50.

@@ -183,7 +183,7 @@ def main(argv: list[str]) -> None:
     channel = ChannelWriter.from_environment()
     job = json.loads(Path(argv[1]).read_text())
     profile_path = os.environ.get(PROFILE_ENV)
-    profiler, profile_file = None, None
+    profiler = profile_file = None
     if profile_path:  # where the evaluator itself spends its time (developer switch, docs/configuration.md)
         import cProfile
 
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:
         channel.send("crash", log=f"{exc!r}\n{traceback.format_exc()}")
     finally:
-        if profiler is not None and profile_file is not None:
+        if profile_file is not None:
             import marshal
 
             profiler.disable()

@@ -61,9 +61,9 @@ def _import_ahead(info) -> None:
 
 
 def _warm_clock_reader(info) -> None:
-    """One clock reading, as the evaluation takes at its start: the clock library's own start-up
-    (``nvmlInit``) is then over, and stays so for the process: on an H100 an evaluation's first
-    reading took 14 to 23 ms in a fresh process and 2 ms in a warm one. It launches no device work."""
+    """One clock reading, as the evaluation takes at its start, so that the clock library's own
+    start-up (``nvmlInit``, once per process) is over before a job arrives. It launches no device
+    work."""
     from sol_execbench.platform.clocks import ClockReader
 
     from .clock_watch import device_uuid

@@ -217,7 +217,7 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     so it needs more rounds than a device median for the same precision; host rounds cost no
     profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
-    both = reference is not None and all(host_may_set(s.spans, HOST_SET_MARGIN) for s in (solution, reference))
+    both = len(extended_sides(solution, reference)) == 2
     return se > (precision if both else max(precision, LONE_SIDE_PRECISION))
 
 
