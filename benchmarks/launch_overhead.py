@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from sol_execbench.evaluate.child.timing import L2Flusher  # noqa: E402
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
-from sol_execbench.evaluate.child.timing.profiled import cool_down  # noqa: E402
+from sol_execbench.evaluate.child.timing.profiled import Cooldown  # noqa: E402
 from sol_execbench.evaluate.child.timing.unprofiled import host_span_ms, sync_floor_ms  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
 from sol_execbench.schema import TimingConfig  # noqa: E402
@@ -52,7 +52,9 @@ def host_spans(fn, values, flusher: L2Flusher, calls: int = 50, ranged: bool = F
 
     device = current()
     spans = []
+    idle = Cooldown(cooldown)
     for i in range(calls):
+        idle.before_call()
         with record_function(SETUP_RANGE) if ranged else nullcontext():
             flusher.flush()
 
@@ -62,7 +64,7 @@ def host_spans(fn, values, flusher: L2Flusher, calls: int = 50, ranged: bool = F
 
         _, span_ms, waited_ms = host_span_ms(device, call)
         spans.append(span_ms * 1e3)
-        cool_down(cooldown, waited_ms)
+        idle.after_call(waited_ms)
     return statistics.median(spans)
 
 

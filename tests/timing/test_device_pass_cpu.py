@@ -128,6 +128,39 @@ def test_hold_length_follows_the_hosts_time_for_a_call():
     assert profiled.hold_us(None) == 200.0
 
 
+def test_later_holds_follow_the_launches_seen_under_the_profiler():
+    """After a side's first call, its hold lasts 1.25 times the longest of its last four launches
+    (hold launched until the call returned) plus 20 us, within 50 us and 2 ms."""
+    hold = profiled.Hold(0.45, True, None)
+    assert hold.us == pytest.approx(1000.0)
+
+    def launch_took(us: float) -> float:
+        hold.used_us.append(hold.us)
+        hold.work_after(0, int(us * 1e3), 0.1)
+        return hold.us
+
+    assert launch_took(100.0) == pytest.approx(145.0)
+    assert launch_took(20.0) == pytest.approx(145.0)  # the 100 us launch is among the last four
+    for _ in range(3):
+        launch_took(20.0)
+    assert hold.us == pytest.approx(50.0)
+    for _ in range(4):
+        launch_took(1.0)
+    assert hold.us == profiled.Hold.LAUNCH_MIN_US
+    assert launch_took(5_000.0) == profiled.Hold.MAX_US
+    assert hold.median_us == sorted(hold.used_us)[len(hold.used_us) // 2]
+
+
+def test_the_cooldown_counts_the_device_work_after_the_hold():
+    """The wait after the call returned, less what remained of the hold then."""
+    hold = profiled.Hold(0.05, True, None)  # a first hold of 200 us
+    assert hold.work_after(0, 150_000, 0.5) == pytest.approx(0.45)  # 50 us of the wait was the hold
+    assert hold.work_after(0, 400_000, 0.5) == pytest.approx(0.5)  # the hold had ended
+    unheld = profiled.Hold(0.45, False, None)
+    assert unheld.work_after(0, 200_000, 0.1) == pytest.approx(0.1)
+    assert unheld.us == 0.0 and unheld.median_us == 0.0
+
+
 def test_each_call_is_queued_behind_a_hold_then_the_flush(fake_gpu, monkeypatch):
     seen = {}
     with_kernels = _with_kernels(5_000_000)
@@ -144,7 +177,7 @@ def test_each_call_is_queued_behind_a_hold_then_the_flush(fake_gpu, monkeypatch)
     for k, name in enumerate(ranges):
         if name.startswith(CALL_RANGE + "#"):  # hold, flush, call
             assert ranges[k - 1] == SETUP_RANGE and ranges[k - 2].startswith(f"{HOLD_RANGE}#")
-    assert m.solution.hold_us >= 200.0
+    assert m.solution.hold_us >= profiled.Hold.LAUNCH_MIN_US
 
 
 def _events_pass(plan):

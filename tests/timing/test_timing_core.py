@@ -10,7 +10,7 @@ import torch
 from sol_execbench.evaluate.child.measure import clock_warning, timing_stats
 from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure, paired,
                                            resolve_method)
-from sol_execbench.evaluate.child.timing.profiled import COOLDOWN_MAX_S, cool_down
+from sol_execbench.evaluate.child.timing.profiled import COOLDOWN_MAX_S, Cooldown
 from sol_execbench.platform import DeviceInfo
 from sol_execbench.schema import BenchmarkConfig, merge_configs
 
@@ -154,15 +154,22 @@ def test_timing_config_defaults_and_validation():
 
 
 def test_calls_are_followed_by_an_idle_gap_as_long_as_the_device_work():
-    """The cool-down gap: ``cooldown`` times the host's wait for the device, capped at 50 ms, none at 0."""
-    def gap(cooldown, call_ms):
+    """The cool-down gap: ``cooldown`` times the host's wait for the device, capped at 50 ms, none at 0;
+    the time the harness spends between the calls, and a hold still ahead, count towards it."""
+    def gap(cooldown, call_ms, between_s=0.0, idle_ahead_s=0.0):
+        idle = Cooldown(cooldown)
+        idle.after_call(call_ms)
+        time.sleep(between_s)
         began = time.perf_counter()
-        cool_down(cooldown, call_ms)
+        idle.before_call(idle_ahead_s)
         return time.perf_counter() - began
 
-    assert gap(1.0, 30.0) >= 0.03
+    assert gap(1.0, 30.0) >= 0.029
     assert gap(0.0, 30.0) < 0.01
-    assert COOLDOWN_MAX_S <= gap(2.0, 1000.0) < COOLDOWN_MAX_S + 0.1
+    assert COOLDOWN_MAX_S - 0.001 <= gap(2.0, 1000.0) < COOLDOWN_MAX_S + 0.1
+    assert 0.015 <= gap(1.0, 60.0, between_s=0.03) < 0.03 + 0.02  # 30 of the 60 ms already idle
+    assert gap(1.0, 30.0, between_s=0.03) < 0.01
+    assert gap(1.0, 30.0, idle_ahead_s=0.03) < 0.01  # a hold of 30 ms comes before the call's work
 
 
 def test_extra_warm_up_only_after_the_device_sat_idle(cpu_device, monkeypatch):

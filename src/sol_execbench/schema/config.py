@@ -24,8 +24,9 @@ class TimingConfig(SchemaModel):
     around each call on the current stream. ``cpu``: the host clock alone (CPU only)."""
     cooldown: float = Field(default=1.0, ge=0, le=10)
     """After each timed call the device idles this many times as long as it kept working after the
-    call returned, so a GEMM loop runs it at most about half the time at the default 1: back-to-back
-    millisecond GEMMs otherwise reach the power cap. 0 times calls back to back."""
+    call returned (the harness's own work before the next call counts), so a GEMM loop runs it at
+    most about half the time at the default 1: back-to-back millisecond GEMMs otherwise reach the
+    power cap. 0 times calls back to back."""
     launch_allowance_us: float = Field(default=LAUNCH_ALLOWANCE_US, ge=0, le=1000)
     """Host time per call that is free: latency = max(device time, host time - this)."""
 

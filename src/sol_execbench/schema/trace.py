@@ -87,7 +87,7 @@ class TimingStats(SchemaModel):
     relative_iqr: Optional[float] = None
     """Interquartile range over the median of the spans that set the latency: the spread of the rounds."""
     hold_us: Optional[float] = None
-    """Length of the spin kernel queued before each call of the device pass (NVIDIA), 0 without one."""
+    """Median length of the spin kernel queued before each call of the device pass (NVIDIA), 0 without one."""
     input_sets: Optional[int] = None
     """Distinct input contents rotated over the timed calls (each call also gets a new address)."""
     sm_clock_median_mhz: Optional[float] = None

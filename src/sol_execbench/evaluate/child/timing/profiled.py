@@ -11,8 +11,8 @@ Before each call the device is synchronised, then a hold (a one-thread spin kern
 while the device still spins, so the span holds the device's work without the host's launch gaps
 (the host's share is measured in the unprofiled pass). Without a hold, a GEMM of 344 us read up to
 365 us on an H100 whenever the profiled launch took longer than the flush. After each call the
-device is synchronised again, the clock probe runs, and the device idles for ``cooldown`` times
-the call's device work (power cap).
+device is synchronised again and the clock probe runs; before the next call's hold the device has
+idled for ``cooldown`` times the call's device work (power cap; ``Cooldown``).
 
 Where the profiler cannot run, device events around each call on the current stream stand in
 (``events``), behind the same hold: they see no other stream.
@@ -151,8 +151,10 @@ def spin_available(device: Any) -> bool:
 
 class Hold:
     """A spin kernel queued before each call's flush, so the device is still busy with it while the
-    host launches the call. It lasts twice the side's host time per call (median of its last
-    warm-up calls) plus 100 us for the profiler's ranges, within 0.2 to 2 ms: a call that takes
+    host launches the call. Each side's first hold lasts twice its host time per call (median of
+    its last warm-up calls) plus 100 us for the profiler's ranges, within 0.2 to 2 ms; every later
+    one lasts 1.25 times the longest of the side's last four launches under the profiler (from the
+    hold's launch until the call returned) plus 20 us, within 50 us and 2 ms. A call that takes
     longer on the host launches its last kernels into a running device, and its host time sets its
     latency anyway. ``torch.cuda._sleep`` counts SM cycles, converted at 2 GHz (at a lower clock the
     hold only lasts longer). NVIDIA only: on ROCm the spin counts a clock whose rate was not verified."""
@@ -160,28 +162,44 @@ class Hold:
     MIN_US, MAX_US = 200.0, 2000.0
     RANGE_US = 100.0
     CYCLES_PER_US = 2000
+    LAUNCH_FACTOR, LAUNCH_PAD_US, LAUNCH_MIN_US = 1.25, 20.0, 50.0
+    RECENT_LAUNCHES = 4
 
     def __init__(self, own_ms: float | None, enabled: bool, record_function: Any):
         self.record_function = record_function
-        self.us = hold_us(own_ms) if enabled else 0.0
-        self.cycles = int(self.us * self.CYCLES_PER_US)
+        self.enabled = enabled
+        self.us = hold_us(own_ms) if enabled else 0.0  # the next hold's length
+        self.used_us: list[float] = []
+        self._launches_us: list[float] = []
 
     def launch(self) -> None:
-        if self.cycles > 0:
-            with self.record_function(f"{HOLD_RANGE}#{self.cycles}"):
-                torch.cuda._sleep(self.cycles)
+        if self.us > 0:
+            self.used_us.append(self.us)
+            cycles = int(self.us * self.CYCLES_PER_US)
+            with self.record_function(f"{HOLD_RANGE}#{cycles}"):
+                torch.cuda._sleep(cycles)
 
-    def work_after(self, launched_ns: int, waited_ms: float) -> float:
-        """Of the host's wait after a call returned (``waited_ms``, the call's body having started
-        with this hold launched at ``launched_ns``), the part spent on device work other than
-        the hold: the cooldown is sized by that, not by a spin that draws next to no power."""
-        returned_ms = (time.perf_counter_ns() - launched_ns) / 1e6 - waited_ms
-        hold_left_ms = max(0.0, self.us / 1e3 - returned_ms)
+    def work_after(self, launched_ns: int, returned_ns: int, waited_ms: float) -> float:
+        """Of the host's wait after a call returned (``waited_ms``; the hold was launched at
+        ``launched_ns``, the call returned at ``returned_ns``), the part spent on device work other
+        than the hold: the cooldown is sized by that, not by a spin that draws next to no power.
+        The launch's length (hold launched until the call returned) sizes the side's next hold."""
+        launch_ms = (returned_ns - launched_ns) / 1e6
+        hold_left_ms = max(0.0, self.us / 1e3 - launch_ms)
+        if self.enabled:
+            self._launches_us = (self._launches_us + [launch_ms * 1e3])[-self.RECENT_LAUNCHES:]
+            wanted = self.LAUNCH_FACTOR * max(self._launches_us) + self.LAUNCH_PAD_US
+            self.us = min(self.MAX_US, max(self.LAUNCH_MIN_US, wanted))
         return max(0.0, waited_ms - hold_left_ms)
+
+    @property
+    def median_us(self) -> float:
+        used = sorted(self.used_us)
+        return used[len(used) // 2] if used else 0.0
 
 
 def hold_us(own_ms: float | None) -> float:
-    """The hold's length for a side whose calls return from the host in ``own_ms``."""
+    """A side's first hold, for calls that return from the host in ``own_ms`` without the profiler."""
     wanted = 2e3 * (own_ms or 0.0) + Hold.RANGE_US
     return min(Hold.MAX_US, max(Hold.MIN_US, wanted))
 
@@ -220,16 +238,30 @@ COOLDOWN_MAX_S = 0.05
 COOLDOWN_MIN_S = 1e-4
 
 
-def cool_down(cooldown: float, device_wait_ms: float) -> None:
-    """Leave the device idle for ``cooldown`` times as long as the host waited for the call's device
-    work after the call returned (at most 50 ms): millisecond GEMMs called back to back ran into the
-    power cap on the H100, 6 to 15% above Nsight Compute's time. The wait, not the host span: a call
-    whose time is the host's leaves the device idle anyway. Gaps under COOLDOWN_MIN_S are skipped:
-    a sleep that short costs the host more than the gap (the timer's slack) and no power cap builds
-    up over work that short."""
-    gap_s = min(cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
-    if gap_s >= COOLDOWN_MIN_S:
-        time.sleep(gap_s)
+class Cooldown:
+    """Idle time for the device between timed calls: before the next call's device work starts,
+    the device has sat idle for ``cooldown`` times as long as the host waited for the last call's
+    device work after it returned (at most 50 ms): millisecond GEMMs called back to back ran into
+    the power cap on the H100, 6 to 15% above Nsight Compute's time. The wait, not the host span: a
+    call whose time is the host's leaves the device idle anyway. The harness's own work between the
+    calls (new arguments, synchronisations, the hold's one-thread spin) counts as idle, so only what
+    remains is slept; remainders under COOLDOWN_MIN_S are skipped: a sleep that short costs the host
+    more than the gap (the timer's slack) and no power cap builds up over work that short."""
+
+    def __init__(self, cooldown: float):
+        self.cooldown = cooldown
+        self._idle_until = 0.0  # perf_counter() before which the device should stay idle
+
+    def after_call(self, device_wait_ms: float) -> None:
+        gap_s = min(self.cooldown * max(0.0, device_wait_ms) / 1e3, COOLDOWN_MAX_S)
+        self._idle_until = time.perf_counter() + gap_s
+
+    def before_call(self, idle_ahead_s: float = 0.0) -> None:
+        """Called right before the next call's device work is queued; ``idle_ahead_s`` of near-idle
+        device time (the hold) still comes before it."""
+        left_s = self._idle_until - idle_ahead_s - time.perf_counter()
+        if left_s >= COOLDOWN_MIN_S:
+            time.sleep(left_s)
 
 
 @dataclass
@@ -271,9 +303,17 @@ class PassPlan:
                 k += 1
 
 
-def _timed(plan: PassPlan, side: SideCalls, args: list[Any], body: Callable[[], Any]) -> float:
-    """Run one call's ``body`` on a synchronised device, then wait for it: the host's wait for the
-    device after the call returned, in ms (what the cooldown is sized by). The audit keepers see
+@dataclass(frozen=True)
+class TimedCall:
+    """When a timed call returned (``perf_counter_ns``) and how long the host then waited for the
+    device (ms)."""
+
+    returned_ns: int
+    waited_ms: float
+
+
+def _timed(plan: PassPlan, side: SideCalls, args: list[Any], body: Callable[[], Any]) -> TimedCall:
+    """Run one call's ``body`` on a synchronised device, then wait for it. The audit keepers see
     the call afterwards."""
     side.enter_call()
     result = body()
@@ -282,7 +322,7 @@ def _timed(plan: PassPlan, side: SideCalls, args: list[Any], body: Callable[[], 
     waited = (time.perf_counter_ns() - returned) / 1e6
     side.exit_call()
     side.observe(args, result)
-    return waited
+    return TimedCall(returned, waited)
 
 
 def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activity]:
@@ -293,12 +333,14 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
     spin = spin_available(plan.device)
     holds = {s.name: Hold(s.typical_own_ms(), spin, record_function) for s in plan.sides}
     probe = _ClockProbe(spin, record_function)
+    cooldown = Cooldown(plan.cooldown)
     with _session(activities, plan.device.vendor) as session:
         probe.calibrate(plan.device)
         for _, k, side in plan.schedule():
             args = side.arguments()
             result.call_indices[side.name].append(side.fresh.calls_made - 1)
             synchronize(plan.device)  # the copies done: every call starts from the same state
+            cooldown.before_call(holds[side.name].us / 1e6)
             held_from = time.perf_counter_ns()
             holds[side.name].launch()
             flush(plan.flusher)
@@ -307,12 +349,12 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
                 with record_function(f"{CALL_RANGE}#{k}"):
                     return side.call(args)
 
-            waited = _timed(plan, side, args, body)
+            timed = _timed(plan, side, args, body)
             session.check()
             probe.launch(probe.CYCLES)
-            cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
+            cooldown.after_call(holds[side.name].work_after(held_from, timed.returned_ns, timed.waited_ms))
         synchronize(plan.device)
-    result.hold_us = {name: h.us for name, h in holds.items()}
+    result.hold_us = {name: h.median_us for name, h in holds.items()}
     phase("    device pass: profiler stopped")
     try:
         return activity.from_kineto(session.recording.events)
@@ -376,10 +418,12 @@ def events_pass(plan: PassPlan) -> DevicePass:
     result = DevicePass("events", {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
     spin = spin_available(plan.device)
     holds = {s.name: Hold(s.typical_own_ms(), spin, torch.profiler.record_function) for s in plan.sides}
+    cooldown = Cooldown(plan.cooldown)
     for _, _, side in plan.schedule():
         args = side.arguments()
         result.call_indices[side.name].append(side.fresh.calls_made - 1)
         synchronize(plan.device)
+        cooldown.before_call(holds[side.name].us / 1e6)
         held_from = time.perf_counter_ns()
         holds[side.name].launch()
         flush(plan.flusher)
@@ -391,9 +435,9 @@ def events_pass(plan: PassPlan) -> DevicePass:
             end.record()
             return result
 
-        waited = _timed(plan, side, args, body)
+        timed = _timed(plan, side, args, body)
         result.spans_ms[side.name].append(start.elapsed_time(end))
-        cool_down(plan.cooldown, holds[side.name].work_after(held_from, waited))
+        cooldown.after_call(holds[side.name].work_after(held_from, timed.returned_ns, timed.waited_ms))
     synchronize(plan.device)
-    result.hold_us = {name: h.us for name, h in holds.items()}
+    result.hold_us = {name: h.median_us for name, h in holds.items()}
     return result

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .calls import flush, synchronize
-from .profiled import PassPlan, cool_down
+from .profiled import Cooldown, PassPlan
 
 FLOOR_SAMPLES = 21
 # Untimed rounds before the first timed one, on a GPU: the first calls after the device pass (or
@@ -77,15 +77,17 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
         _wake(plan)
     result = into if into is not None else HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides},
                                                     {s.name: [] for s in plan.sides})
+    cooldown = Cooldown(plan.cooldown)
     for _, _, side in plan.schedule():
         args = side.arguments()
         result.call_indices[side.name].append(side.fresh.calls_made - 1)
+        cooldown.before_call()
         flush(plan.flusher)
         side.enter_call()
         returned, span, waited = host_span_ms(plan.device, lambda side=side, args=args: side.call(args))
         side.exit_call()
         side.observe(args, returned)
         result.spans_ms[side.name].append(span)
-        cool_down(plan.cooldown, waited)
+        cooldown.after_call(waited)
     synchronize(plan.device)
     return result
