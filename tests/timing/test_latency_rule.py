@@ -116,8 +116,21 @@ def test_the_interval_allows_for_an_offset_between_the_sides_device_times():
     assert same.high == pytest.approx(expected, rel=0.003) and same.low == pytest.approx(1 / expected, rel=0.003)
     assert speedup_interval(_spans([0.0404] * 50, [0.0] * 50), _spans([0.04] * 50, [0.0] * 50)).verdict == "parity"
     assert speedup_interval(_spans([0.042] * 50, [0.0] * 50), _spans([0.04] * 50, [0.0] * 50)).verdict == "faster"
+
+
+def test_the_interval_allows_for_an_offset_between_the_sides_host_times():
+    """Identical host-set sides give an interval about 1 as wide as an offset of HOST_OFFSET per side
+    allows, magnified as the host time less the allowance is (0.3 ms of host time, 0.2 ms of
+    latency: 1.5 times); the device offset does not move them, nor the host offset a device-set side."""
     host_set = speedup_interval(_spans([0.04] * 50, [0.3] * 50), _spans([0.04] * 50, [0.3] * 50))
-    assert (host_set.low, host_set.high) == (1.0, 1.0)
+    expected = np.exp(1.96 * 1.5 * statistics.HOST_OFFSET * 2 ** 0.5)
+    assert host_set.point == 1.0 and host_set.verdict == "parity"
+    assert host_set.high == pytest.approx(expected, rel=0.003) and host_set.low == pytest.approx(1 / expected, rel=0.003)
+    assert speedup_interval(_spans([0.04] * 50, [0.303] * 50), _spans([0.04] * 50, [0.3] * 50)).verdict == "parity"
+    assert speedup_interval(_spans([0.04] * 50, [0.33] * 50), _spans([0.04] * 50, [0.3] * 50)).verdict == "faster"
+    device_set = speedup_interval(_spans([0.04] * 50, [0.12] * 50), _spans([0.04] * 50, [0.12] * 50))
+    expected = np.exp(1.96 * statistics.DEVICE_OFFSET * 2 ** 0.5)
+    assert device_set.high == pytest.approx(expected, rel=0.003)
 
 
 class _VirtualClock:
@@ -147,8 +160,10 @@ def _aa(monkeypatch, cpu_device, rounds, cost_ns):
 
 
 def test_identical_code_reads_one_with_an_interval_on_one(monkeypatch, cpu_device):
+    """Identical spans: the point is 1 and the interval only as wide as the host offset allows."""
     m = _aa(monkeypatch, cpu_device, 20, lambda n: 150_000)
-    assert m.speedup.point == 1.0 and m.speedup.low == 1.0 and m.speedup.high == 1.0
+    widest = np.exp(1.96 * statistics.HOST_OFFSET * 2 ** 0.5)
+    assert m.speedup.point == 1.0 and 1 / widest * 0.995 < m.speedup.low < 1.0 < m.speedup.high < widest * 1.005
     assert m.speedup.verdict == "parity"
     assert m.solution.host_ms == m.reference.host_ms and m.solution.latency_ms == pytest.approx(0.15)
 

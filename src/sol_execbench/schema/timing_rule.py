@@ -24,7 +24,7 @@ RULE = (
     "Reference and solution are timed in alternating rounds of the same process (reference, solution, then "
     "solution, reference), call k of each reading its inputs at the same addresses. "
     "The speedup is the ratio of the two latencies; its confidence interval is a bootstrap over the paired rounds "
-    "of both passes that also draws an offset of each side's device time (0.5% standard deviation, the offset "
-    "identical code shows within one process), and the verdict is faster or slower only when the whole interval "
-    "lies above or below 1."
+    "of both passes that also draws an offset of each side's device time and of its host time (0.5% standard "
+    "deviation each, the offsets identical code shows within one process), and the verdict is faster or slower "
+    "only when the whole interval lies above or below 1."
 )
