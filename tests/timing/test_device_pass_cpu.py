@@ -18,7 +18,7 @@ from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flushe
 from sol_execbench.evaluate.child.timing.activity import Activity
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import host_speedup_se
+from sol_execbench.evaluate.child.timing.statistics import host_may_set, host_speedup_se
 
 ROUNDS = 6
 ALLOWANCE_MS = 0.025
@@ -316,6 +316,25 @@ def test_only_a_side_whose_host_time_may_set_its_latency_runs_the_added_host_rou
     assert len(m.reference.host_ms) == ROUNDS < len(m.solution.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
     assert m.speedup.rounds == ROUNDS and m.speedup.low <= m.speedup.point <= m.speedup.high
     assert m.speedup.point == pytest.approx(m.reference.latency_ms / m.solution.latency_ms)
+
+
+def _rounds_of(name: str, device_ms: float, host_ms: list[float]) -> paired.SideMeasurement:
+    return paired.SideMeasurement(name=name, instrument="device", device_ms=(device_ms,) * ROUNDS,
+                                  host_ms=tuple(host_ms), sync_floor_ms=0.0, allowance_ms=ALLOWANCE_MS)
+
+
+def test_a_side_near_host_set_runs_the_added_host_rounds_with_its_host_set_partner():
+    """Host load comes by stretches: a side whose host time less the allowance is at least half its
+    device time runs the added rounds beside a partner whose host time may set its latency, so both
+    meet the same load; a side further below does not, and no side does where neither may be host-set."""
+    jitter = [0.001 * (k % 5) for k in range(2 * ROUNDS)]
+    host_set = _rounds_of("solution", 0.030, [0.075 + j for j in jitter])  # 50 us after the allowance
+    near = _rounds_of("reference", 0.036, [0.050 + j for j in jitter])  # 25 us: below 36, above 18
+    far = _rounds_of("reference", 0.036, [0.035 + j for j in jitter])  # 10 us
+    assert not host_may_set(near.spans, paired.HOST_SET_MARGIN)
+    assert paired.extended_sides(host_set, near) == ["reference", "solution"]
+    assert paired.extended_sides(host_set, far) == ["solution"]
+    assert paired.extended_sides(_rounds_of("solution", 0.036, [0.050 + j for j in jitter]), near) == []
 
 
 def test_the_host_pass_starts_after_untimed_rounds_on_the_warm_up_arguments(fake_gpu, monkeypatch):

@@ -33,6 +33,9 @@ SPEEDUP_PRECISION = 0.0125  # until the log speedup's standard error from host r
 # ... where only one side's host time may set its latency: that host time moves by 10 to 50% between
 # processes (one eager RMSNorm: 118, 104, 157 us), which no number of rounds within one removes.
 LONE_SIDE_PRECISION = 0.025
+# ... and the added rounds also go to a side whose host time less the allowance is at least this
+# share of its device time (extended_sides).
+HOST_NEAR_FRACTION = 0.5
 HOST_ROUNDS_FACTOR = 12  # at most this many times the rounds in all
 HOST_EXTENSION_BUDGET_S = 1.0  # and at most this long for the added rounds
 
@@ -217,15 +220,32 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     so it needs more rounds than a device median for the same precision; host rounds cost no
     profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
-    both = len(extended_sides(solution, reference)) == 2
+    both = len(_host_set_sides(solution, reference)) == 2
     return se > (precision if both else max(precision, LONE_SIDE_PRECISION))
 
 
-def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
-    """The sides that run the added host rounds: those whose host time may set their latency. The
-    other side's host time cannot move the speedup, so its rounds would only cost time."""
+def _host_set_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
     sides = [reference, solution] if reference is not None else [solution]
     return [s.name for s in sides if host_may_set(s.spans, HOST_SET_MARGIN)]
+
+
+def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
+    """The sides that run the added host rounds: those whose host time may set their latency, and
+    with them a side whose host time less the allowance is at least ``HOST_NEAR_FRACTION`` of its
+    device time. Host load comes and goes by stretches: measured alone, one side's host time would
+    meet load its partner never saw, though a partner this near would have been host-set under it
+    too (docs/validation.md). A side further below cannot move the speedup, so rounds of it would
+    only cost time."""
+    setting = _host_set_sides(solution, reference)
+    if not setting:
+        return []
+    sides = [reference, solution] if reference is not None else [solution]
+    return [s.name for s in sides if s.name in setting or _host_near(s)]
+
+
+def _host_near(side: SideMeasurement) -> bool:
+    device = side.device_median_ms()
+    return device is not None and side.host_time_ms - side.allowance_ms >= HOST_NEAR_FRACTION * device
 
 
 def _more_host_rounds(solution: SideMeasurement, reference: SideMeasurement | None, rounds: int,
