@@ -54,7 +54,7 @@ def _cut(record: TimingRounds, host_rounds: dict[str, int]) -> tuple[paired.Side
 def replay(record: TimingRounds, precision: float, factor: int) -> dict[str, Any]:
     """The record as the rule at ``precision`` and ``factor`` would have left it: a row as
     ``aa.py`` makes one from a trace, and the host rounds it used. As in a run, each batch of added
-    rounds goes to the sides whose host time may set their latency (``paired.extended_sides``)."""
+    rounds goes to the sides ``paired.extended_sides`` names."""
     base = len(record.sides[0].device_ms)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
     limit = {name: min(n, factor * base) for name, n in recorded.items()}
