@@ -6,6 +6,7 @@ worker that has already imported torch can fork and call it with the same isolat
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -36,16 +37,55 @@ def _load_reference(staging: Path, source: str):
     return module
 
 
-def _block_cpp_extension_jit() -> None:
-    """Python solutions may not compile C++ themselves: native languages go through the builders."""
-    import torch.utils.cpp_extension as cpp_ext
+_CPP_EXTENSION = "torch.utils.cpp_extension"
 
+
+def _refuse_cpp_jit(module: Any) -> None:
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise RuntimeError("torch.utils.cpp_extension.load/load_inline are not allowed in Python solutions: "
                            "declare a native language (cuda_cpp, hip_cpp, cpp) so the harness builds and caches it")
 
-    cpp_ext.load = refuse
-    cpp_ext.load_inline = refuse
+    module.load = refuse
+    module.load_inline = refuse
+
+
+class _PatchedOnImport(importlib.abc.Loader):
+    """The loader of ``torch.utils.cpp_extension``, refusing its JIT as soon as it has run."""
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _refuse_cpp_jit(module)
+
+
+class _CppJitRefuser(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _CPP_EXTENSION:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchedOnImport(spec.loader)
+                return spec
+        return None
+
+
+def _block_cpp_extension_jit() -> None:
+    """Python solutions may not compile C++ themselves: native languages go through the builders.
+    ``torch.utils.cpp_extension`` is patched where it is imported already (a warm child), else when
+    it first is: importing it costs 0.4 to 0.5 s (setuptools), which an evaluation that never uses
+    it should not pay."""
+    if _CPP_EXTENSION in sys.modules:
+        _refuse_cpp_jit(sys.modules[_CPP_EXTENSION])
+    else:
+        sys.meta_path.insert(0, _CppJitRefuser())
 
 
 def _libs() -> dict[str, str]:

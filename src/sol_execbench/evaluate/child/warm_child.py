@@ -43,8 +43,6 @@ def _import_ahead(info) -> None:
     """The modules an evaluation imports, and those the device warm-up would import inside the
     exclusive hold (the profiler's torch._dynamo, Triton's code generator): seconds of CPU that
     need no device."""
-    import torch.utils.cpp_extension  # noqa: F401  (imported by every Python-solution child)
-
     import sol_execbench.build  # noqa: F401  (what run_job imports for a job)
 
     from . import activity_watch, timing, workload_eval  # noqa: F401
