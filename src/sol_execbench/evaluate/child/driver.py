@@ -7,6 +7,7 @@ worker that has already imported torch can fork and call it with the same isolat
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -65,16 +66,10 @@ class _PatchedOnImport(importlib.abc.Loader):
 
 class _CppJitRefuser(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _CPP_EXTENSION:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _PatchedOnImport(spec.loader)
-                return spec
-        return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path) if fullname == _CPP_EXTENSION else None
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchedOnImport(spec.loader)
+        return spec
 
 
 def _block_cpp_extension_jit() -> None:
