@@ -371,3 +371,21 @@ def test_the_host_pass_starts_after_untimed_rounds_on_the_warm_up_arguments(fake
         # the device pass's last call on index device_end - 1, then the untimed rounds, no new index
         untimed = [c for c in calls[:first_timed] if c[0] == name and c[1] == device_end]
         assert unprofiled.WAKE_ROUNDS >= 1 and len(untimed) == 1 + unprofiled.WAKE_ROUNDS
+
+
+@pytest.mark.parametrize("cooldown", [0.0, 1.0])
+def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(fake_gpu, monkeypatch, cooldown):
+    """The 0.1 s of calls that bring an idle device's clocks up keep the timed rounds' duty cycle: with
+    the device busy 2 ms after each call returned, the next call starts ``cooldown`` x 2 ms later."""
+    device_wait_s = 0.002
+    monkeypatch.setattr(paired, "synchronize", lambda d: time.sleep(device_wait_s))
+    monkeypatch.setattr(paired, "_last_end", {})  # the device sat idle
+    starts = []
+    solution, reference = _sides(lambda x, y: starts.append(time.perf_counter()) or x + y)
+    plan = TimingPlan(warmup=1, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu), cooldown=cooldown)
+    paired._warm_up((solution,), plan)
+    gaps = [b - a for a, b in zip(starts[1:], starts[2:])]  # the calls after the one warm-up call
+    assert len(gaps) >= 5
+    assert min(gaps) >= device_wait_s * (1 + cooldown) * 0.95
+    if cooldown:
+        assert len(gaps) < 0.1 / (device_wait_s * (1 + cooldown) * 0.95)

@@ -14,7 +14,7 @@ from typing import Any
 from ...phases import phase
 from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
-from .profiled import DevicePass, PassPlan, events_pass, profiler_pass
+from .profiled import Cooldown, DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
 from .statistics import (SideSpans, SpeedupInterval, Summary, host_may_set, host_speedup_se, host_time_ms,
                          speedup_interval, summarize)
@@ -172,14 +172,21 @@ def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
     phase(f"    {plan.warmup} warm-up call(s) per side")
     last = _last_end.get(plan.device.torch_device)
     if plan.device.is_gpu and not (last is not None and began - last < WARM_DEVICE_GAP_S):
-        # Clocks come up from idle over milliseconds: keep the device busy before the first round.
+        # Clocks come up from idle over milliseconds: keep the device busy before the first round,
+        # idling between calls as the timed rounds do (``Cooldown``). Back to back, a GEMM of 342 us
+        # drew the device into its power cap for the first timed rounds: 1586 to 1838 MHz and 351.9
+        # us against 1972 MHz and 342.3 us in the runs that followed without this warm-up (H100).
         warm = [s for s in sides if s.warm_args is not None]
+        cooldown = Cooldown(plan.cooldown)
         for i in range(WARMUP_MAX_EXTRA_CALLS if warm else 0):
             if time.perf_counter() - began >= WARMUP_MIN_S:
                 break
             side = warm[i % len(warm)]
+            cooldown.before_call()
             side.warm_call(side.warm_args)
+            returned = time.perf_counter_ns()
             synchronize(plan.device)
+            cooldown.after_call((time.perf_counter_ns() - returned) / 1e6)
     synchronize(plan.device)
 
 
