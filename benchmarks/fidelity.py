@@ -18,15 +18,16 @@ Two kinds of case, two references:
   its own floor: what it reads for an empty kernel beyond what the harness reads (the
   ``empty_kernel`` case, when it is in the run); the verdict against raw ncu is printed beside.
 - multi-kernel launch-bound cases (``PLAIN_LOOP_CASES``) against a plain unprofiled loop in the same
-  process: per call, L2 flushed, synchronised, then the wall time of the call and a
-  synchronisation; the median of 100 calls. Target: the harness's raw host time (its host median
-  with the floor added back) within 5% of it. ncu does not run for them.
+  process: per call, arguments at a new address (as the harness passes them), L2 flushed,
+  synchronised, then the wall time of the call and a synchronisation; the trimmed mean of 100
+  calls. Target: the harness's raw host time (its host time with the floor added back) within 5%
+  of it. A loop on fixed arguments is reported beside (``fixed``). ncu does not run for them.
 
 Also for every case: the spread of the harness number over the repeats (run first, one after
 another) under 2% for kernels of 50 us and more.
 
 Usage: ``python benchmarks/fidelity.py --out fidelity.json [--cases add_4k,gemm_8192x4096x4096]
-[--repeats 5] [--no-ncu] [--after-load N] [--cooldown C]``. The JSON is rewritten after every case.
+[--repeats 5] [--no-ncu] [--after-load N] [--cooldown C] [--settle S]``. The JSON is rewritten after every case.
 Internal: ``--ncu-child CASE`` is the process ncu profiles.
 """
 
@@ -70,7 +71,8 @@ TARGETS = {
     "accuracy": "single kernels: the harness latency within 2% of Nsight Compute's gpu__time_duration from 20 us, "
                 "within 0.5 us below (there against ncu less its empty-kernel floor; the raw verdict kept beside)",
     "plain_loop": "multi-kernel launch-bound cases: the harness's raw host time (host median plus the sync floor) "
-                  "within 5% of a plain unprofiled loop's median wall time per call with synchronisation, same process",
+                  "within 5% of a plain unprofiled loop's wall time per call with synchronisation (trimmed mean, same "
+                  "process, arguments at a new address per call as the harness passes them)",
     "spread": "repeat-run spread of the harness latency under 2% for kernels of 50 us and more",
 }
 
@@ -102,19 +104,26 @@ def raw_host_ms(run: dict[str, Any]) -> float:
     return run["host_time_ms"] + run["sync_floor_ms"]
 
 
-def plain_loop_ms(fn: Callable, values: list, calls: int = PLAIN_LOOP_CALLS, warmup: int = 10) -> float:
+def plain_loop_ms(fn: Callable, values: list, fresh: bool = True, calls: int = PLAIN_LOOP_CALLS,
+                  warmup: int = 10) -> float:
     """A plain unprofiled loop: per call, L2 flushed, synchronised, then the wall time of the call and
     a synchronisation; per call (ms), the same trimmed mean as the harness's host time. What a
-    launch-bound case's host time is judged by."""
+    launch-bound case's host time is judged by. ``fresh``: each call on arguments at a new address,
+    as the harness passes them (``FreshArgs``, drawn before the flush); otherwise on ``values``
+    every time. The two differ by themselves: on an H100 host the same eager RMSNorm took 12 to 31
+    us longer per call on fresh arguments, a linear backward 4.5 to 16 us (docs/validation.md), so
+    only the fresh loop measures what the harness's procedure adds."""
     flusher = L2Flusher(current())
+    arguments = FreshArgs([values], slots=warmup + calls) if fresh else (lambda: values)
     for _ in range(warmup):
-        fn(*values)
+        fn(*arguments())
     spans = []
     for _ in range(calls):
+        args = arguments()
         flusher.flush()
         torch.cuda.synchronize()
         began = time.perf_counter_ns()
-        fn(*values)
+        fn(*args)
         torch.cuda.synchronize()
         spans.append((time.perf_counter_ns() - began) / 1e6)
     return host_time_ms(spans)
@@ -253,6 +262,7 @@ class CaseResult:
     plain_loop: bool = False  # judged against a plain loop (PLAIN_LOOP_CASES), not ncu
     repeat_host_raw_ms: list[float] = field(default_factory=list)  # plain-loop cases: each repeat's raw host median
     repeat_plain_loop_ms: list[float] = field(default_factory=list)  # ... and the plain loop run right after it
+    repeat_plain_loop_fixed_args_ms: list[float] = field(default_factory=list)  # ... and one on fixed arguments
 
 
 def relative_error(measured_ms: float, truth_ms: float) -> float:
@@ -296,6 +306,8 @@ def check_plain_loop(result: CaseResult) -> None:
     result.ground_truth_ms = plain
     result.methods["host_raw"] = {"median_ms": host_raw}
     result.methods["plain_loop"] = {"median_ms": plain}
+    if result.repeat_plain_loop_fixed_args_ms:
+        result.methods["plain_loop_fixed_args"] = {"median_ms": statistics.median(result.repeat_plain_loop_fixed_args_ms)}
     result.error = relative_error(host_raw, plain)
     result.accuracy_ok = plain_loop_met(host_raw, plain)
     result.accuracy_basis = "the harness's raw host time (floor kept) against the plain loop's wall time per call"
@@ -309,14 +321,18 @@ def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
                                       "sync_floor_ms", "host_bound", "host_rounds", "rounds")}
 
 
-def _repeats(fn: Callable, values: list, args: argparse.Namespace, plain: list[float] | None = None) -> list[dict]:
+def _repeats(fn: Callable, values: list, args: argparse.Namespace, plain: list[float] | None = None,
+             plain_fixed: list[float] | None = None) -> list[dict]:
     """The harness runs for the spread, one after another as an evaluation's timed loops follow each
-    other; with ``plain`` given, a plain loop right after each (same state of clocks and host load)."""
+    other; with ``plain`` given, a plain loop on fresh arguments right after each (same state of
+    clocks and host load), then one on fixed arguments into ``plain_fixed``."""
     runs = []
     for _ in range(args.repeats):
         runs.append(harness_median(fn, values, "device", args.warmup, args.iterations, cooldown=args.cooldown))
         if plain is not None:
             plain.append(plain_loop_ms(fn, values))
+        if plain_fixed is not None:
+            plain_fixed.append(plain_loop_ms(fn, values, fresh=False))
     return runs
 
 
@@ -331,7 +347,8 @@ def run_plain_loop_case(name: str, args: argparse.Namespace) -> CaseResult:
     """A launch-bound case: the harness's raw host time against a plain loop's; no ncu."""
     fn, values = CASES[name][1]()
     plain: list[float] = []
-    runs = _repeats(fn, values, args, plain)
+    plain_fixed: list[float] = []
+    runs = _repeats(fn, values, args, plain, plain_fixed)
     methods = {"device": runs[0],
                "events": harness_median(fn, values, "events", args.warmup, args.iterations, cooldown=args.cooldown),
                "profiler_kernel_sum": profiler_kernel_sum(fn, values)}  # the call's anatomy: idle gaps, late launches
@@ -340,6 +357,7 @@ def run_plain_loop_case(name: str, args: argparse.Namespace) -> CaseResult:
     result.plain_loop = True
     result.repeat_host_raw_ms = [raw_host_ms(r) for r in runs]
     result.repeat_plain_loop_ms = plain
+    result.repeat_plain_loop_fixed_args_ms = plain_fixed
     check_plain_loop(result)
     return result
 
@@ -372,6 +390,10 @@ def run_case(name: str, args: argparse.Namespace) -> CaseResult:
 
 
 LOAD_MS = 1000
+# Idle time before each case but the first: the previous case ends with do_bench and ncu, loads of
+# the kind after which a 350 us GEMM read 3 to 23% slow for seconds (--after-load, H100), and the
+# next case's first repeat gives its accuracy verdict.
+SETTLE_S = 5.0
 
 
 def after_load(fn: Callable, values: list, args: argparse.Namespace) -> dict[str, Any]:
@@ -472,7 +494,7 @@ def print_plain_loop(results: list[CaseResult]) -> None:
     print(f"launch-bound cases: the harness's raw host time against a plain loop's wall time per call "
           f"(target within {TARGET_PLAIN_LOOP_ERR:.0%}); us")
     print(f"{'case':26s} {'harness':>9s} {'device':>9s} {'host':>9s} {'floor':>9s} {'host_raw':>9s} "
-          f"{'plain':>9s}   err%  ok   per repeat raw/plain")
+          f"{'plain':>9s} {'fixed':>9s}   err%  ok   per repeat raw/plain")
     for r in cases:
         run = r.repeat_calls[0] if r.repeat_calls else {}
         floor = statistics.median(c["sync_floor_ms"] for c in r.repeat_calls) if r.repeat_calls else None
@@ -481,7 +503,8 @@ def print_plain_loop(results: list[CaseResult]) -> None:
         harness = statistics.median(r.repeat_medians_ms) if r.repeat_medians_ms else None
         pairs = ", ".join(f"{h * 1e3:.1f}/{p * 1e3:.1f}" for h, p in zip(r.repeat_host_raw_ms, r.repeat_plain_loop_ms))
         print(f"{r.name:26s} {_us(harness)} {_us(device)} {_us(host)} {_us(floor)} "
-              f"{_us(r.methods['host_raw']['median_ms'])} {_us(r.ground_truth_ms)} {r.error * 100:6.2f}  "
+              f"{_us(r.methods['host_raw']['median_ms'])} {_us(r.ground_truth_ms)} "
+              f"{_us(r.methods.get('plain_loop_fixed_args', {}).get('median_ms'))} {r.error * 100:6.2f}  "
               f"{_verdict(r):3s}  {pairs}")
 
 
@@ -526,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after-load", type=int, default=0, metavar="N",
                         help="also N harness runs per ncu-judged case, each right after a second of back-to-back "
                              "calls (reported, not in the targets)")
+    parser.add_argument("--settle", type=float, default=SETTLE_S, metavar="S",
+                        help=f"idle seconds before each case after the first (default {SETTLE_S:g})")
     parser.add_argument("--ncu-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ncu_child:
@@ -545,7 +570,9 @@ def main(argv: list[str] | None = None) -> int:
                               "launch_allowance_ms": ALLOWANCE_MS, "cases": []}
     began = time.time()
     results = []
-    for name in names:
+    for k, name in enumerate(names):
+        if k:
+            time.sleep(args.settle)
         results.append(run_case(name, args))
         report["cases"].append(asdict(results[-1]))
         workaround = cupti_tsc.state()

@@ -186,14 +186,16 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
                 "host_time_ms": 0.090, "sync_floor_ms": 0.010, "device_ms": [0.02], "host_ms": [0.09],
                 "sm_clock_mhz": [1980.0], "device_median_ms": 0.02}
 
-    plain = iter([0.098, 0.101, 0.099])
+    plain = {True: iter([0.098, 0.101, 0.099]), False: iter([0.090, 0.093, 0.091])}
     monkeypatch.setattr(fidelity, "harness_median", harness)
-    monkeypatch.setattr(fidelity, "plain_loop_ms", lambda fn, values: next(plain))
+    monkeypatch.setattr(fidelity, "plain_loop_ms", lambda fn, values, fresh=True: next(plain[fresh]))
     args = argparse.Namespace(repeats=3, warmup=1, iterations=50, cooldown=1.0, no_ncu=False,
                               ncu_cache_control="all", after_load=0)
     r = fidelity.run_case("add_4k_x10", args)
     assert calls == ["device", "device", "device", "events"]
-    assert r.plain_loop and r.repeat_plain_loop_ms == [0.098, 0.101, 0.099]
+    assert r.plain_loop and r.repeat_plain_loop_ms == [0.098, 0.101, 0.099]  # judged on the fresh-argument loop
+    assert r.repeat_plain_loop_fixed_args_ms == [0.090, 0.093, 0.091]
+    assert r.methods["plain_loop_fixed_args"]["median_ms"] == pytest.approx(0.091)
     assert r.repeat_host_raw_ms == pytest.approx([0.100] * 3) and r.accuracy_ok is True
     assert r.repeat_host_set == ["host-set, 50 host rounds"] * 3 and r.repeat_calls[0]["sync_floor_ms"] == 0.010
 
@@ -212,3 +214,23 @@ def test_every_plain_loop_case_exists_and_the_targets_are_stated(fidelity):
     assert fidelity.PLAIN_LOOP_CASES <= set(fidelity.CASES)
     assert "5%" in fidelity.TARGETS["plain_loop"] and "2%" in fidelity.TARGETS["accuracy"]
     assert "0.5 us" in fidelity.TARGETS["accuracy"]
+
+
+def test_the_plain_loop_passes_arguments_at_a_new_address_per_call_unless_fixed(fidelity, monkeypatch):
+    """The loop the launch-bound cases are judged by calls the function as the harness does (a new
+    address per call); the fixed-argument loop beside it passes the same tensors every time."""
+    import torch
+
+    monkeypatch.setattr(fidelity.torch.cuda, "synchronize", lambda *a: None)
+    x = torch.arange(16.0)
+    seen = []
+
+    def fn(t):
+        seen.append((t.data_ptr(), t.sum().item()))
+
+    assert fidelity.plain_loop_ms(fn, [x], fresh=True, calls=5, warmup=2) >= 0
+    pointers = [p for p, _ in seen]
+    assert len(set(pointers)) == 7 and x.data_ptr() not in pointers and {s for _, s in seen} == {120.0}
+    seen.clear()
+    fidelity.plain_loop_ms(fn, [x], fresh=False, calls=5, warmup=2)
+    assert [p for p, _ in seen] == [x.data_ptr()] * 7
