@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from ..fresh_interpreter import run_program
 
 _PROGRAM = """
 import sys
@@ -31,9 +26,6 @@ for build in (load, load_inline):
 @pytest.mark.parametrize("imported_first", [False, True], ids=["fresh child", "warm child"])
 def test_cpp_extension_builds_are_refused_whether_imported_before_or_after(imported_first):
     before = "import torch.utils.cpp_extension" if imported_first else ""
-    run = subprocess.run([sys.executable, "-c", _PROGRAM.replace("{before}", before)], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(SRC)), timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.split("\n")
+    lines = run_program(_PROGRAM.replace("{before}", before))
     assert lines[0] == f"imported before use: {imported_first}"
-    assert lines[1:3] == ["refused", "refused"], run.stdout
+    assert lines[1:3] == ["refused", "refused"], lines

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import Any
+
+from sol_execbench.platform.host import distribution_version
 
 from ._common import Reasons
 
@@ -35,16 +36,6 @@ KERNEL_PACKAGES: tuple[str, ...] = (
     "nvidia-ml-py",
     "amdsmi",
 )
-
-
-def distribution_version(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None when it is not installed."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - a broken dist-info is "unknown", not a crash
-        return None
 
 
 def empty() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -34,6 +35,16 @@ def cache_root() -> Path:
         return Path(os.environ[CACHE_DIR_ENV]).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
     return base / "sol-execbench"
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution ``name``, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a broken dist-info is "unknown", not a crash
+        return None
 
 
 def torch_dir() -> Path | None:

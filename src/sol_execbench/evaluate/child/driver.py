@@ -83,6 +83,26 @@ def _block_cpp_extension_jit() -> None:
         sys.meta_path.insert(0, _CppJitRefuser())
 
 
+# Distributions that install the ``triton`` package, as pip names them.
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "triton-rocm", "pytorch-triton-rocm")
+
+
+def _triton_version() -> str | None:
+    """Triton's version: the module's own where something imported it, else that of the installed
+    distribution. Importing it only to read the version cost a child 0.1 to 0.2 s after torch, which
+    a child of a PyTorch problem never otherwise pays."""
+    from sol_execbench.platform.host import distribution_version
+
+    module = sys.modules.get("triton")
+    if module is not None:
+        return getattr(module, "__version__", None)
+    for name in TRITON_DISTRIBUTIONS:
+        version = distribution_version(name)
+        if version is not None:
+            return version
+    return None
+
+
 def _libs() -> dict[str, str]:
     _phase("collecting library versions")
     import torch
@@ -92,12 +112,9 @@ def _libs() -> dict[str, str]:
         libs["cuda"] = torch.version.cuda
     if getattr(torch.version, "hip", None):
         libs["hip"] = torch.version.hip
-    try:
-        import triton
-
-        libs["triton"] = triton.__version__
-    except Exception:
-        pass
+    triton = _triton_version()
+    if triton is not None:
+        libs["triton"] = triton
     return libs
 
 
