@@ -385,7 +385,7 @@ def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(f
     plan = TimingPlan(warmup=1, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu), cooldown=cooldown)
     paired._warm_up((solution,), plan)
     gaps = [b - a for a, b in zip(starts[1:], starts[2:])]  # the calls after the one warm-up call
-    assert len(gaps) >= 5
+    assert len(gaps) >= 3
     assert min(gaps) >= device_wait_s * (1 + cooldown) * 0.95
     if cooldown:
         assert len(gaps) < 0.1 / (device_wait_s * (1 + cooldown) * 0.95)
