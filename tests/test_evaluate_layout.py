@@ -23,3 +23,18 @@ def test_the_parent_side_loads_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"loaded at import: {out.stdout.strip()}"
+
+
+def test_the_child_side_loads_without_the_parent_side():
+    """The evaluation child imports none of the parent's modules (staging, launching, collecting):
+    the package root names them, but loads them only when asked for."""
+    from .fresh_interpreter import run_program
+
+    lines = run_program("import sys\n"
+                        "import sol_execbench.evaluate.child.driver, sol_execbench.evaluate.child.workload_eval\n"
+                        "import sol_execbench.evaluate.child.measure\n"
+                        "print(','.join(sorted(m for m in sys.modules if m.startswith('sol_execbench.evaluate.parent'))))\n"
+                        "from sol_execbench.evaluate import load_problem, EvalOptions\n"
+                        "print(load_problem.__module__, EvalOptions.__module__)\n")
+    assert lines[0] == ""
+    assert lines[1] == "sol_execbench.evaluate.parent.problem sol_execbench.evaluate.parent.runner"
