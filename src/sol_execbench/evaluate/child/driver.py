@@ -89,8 +89,8 @@ TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "triton-rocm", "pytorch-trit
 
 def _triton_version() -> str | None:
     """Triton's version: the module's own where something imported it, else that of the installed
-    distribution. Importing it only to read the version cost a child 0.1 to 0.2 s after torch, which
-    a child of a PyTorch problem never otherwise pays."""
+    distribution. Importing it only to read the version cost a child 0.23 s after torch (CPU machine),
+    which a child of a PyTorch problem never otherwise pays."""
     from sol_execbench.platform.host import distribution_version
 
     module = sys.modules.get("triton")
