@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sol_execbench.platform.host import distribution_version
+from sol_execbench.platform.host import TRITON_DISTRIBUTIONS, distribution_version
 
 from ._common import Reasons
 
@@ -13,10 +13,7 @@ KERNEL_PACKAGES: tuple[str, ...] = (
     "torch",
     "torchvision",
     "torchaudio",
-    "triton",
-    "triton-rocm",
-    "pytorch-triton",
-    "pytorch-triton-rocm",
+    *TRITON_DISTRIBUTIONS,
     "fbgemm",
     "fbgemm-gpu",
     "fbgemm-gpu-genai",

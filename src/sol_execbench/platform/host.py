@@ -37,6 +37,10 @@ def cache_root() -> Path:
     return base / "sol-execbench"
 
 
+# Distributions that install the ``triton`` package, as pip names them.
+TRITON_DISTRIBUTIONS = ("triton", "triton-rocm", "pytorch-triton", "pytorch-triton-rocm")
+
+
 def distribution_version(name: str) -> str | None:
     """The installed version of distribution ``name``, or None when it is not installed."""
     try:

@@ -83,15 +83,11 @@ def _block_cpp_extension_jit() -> None:
         sys.meta_path.insert(0, _CppJitRefuser())
 
 
-# Distributions that install the ``triton`` package, as pip names them.
-TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "triton-rocm", "pytorch-triton-rocm")
-
-
 def _triton_version() -> str | None:
     """Triton's version: the module's own where something imported it, else that of the installed
     distribution. Importing it only to read the version cost a child 0.23 s after torch (CPU machine),
     which a child of a PyTorch problem never otherwise pays."""
-    from sol_execbench.platform.host import distribution_version
+    from sol_execbench.platform.host import TRITON_DISTRIBUTIONS, distribution_version
 
     module = sys.modules.get("triton")
     if module is not None:

@@ -231,9 +231,12 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     return se > (precision if both else max(precision, LONE_SIDE_PRECISION))
 
 
+def _sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[SideMeasurement]:
+    return [reference, solution] if reference is not None else [solution]
+
+
 def _host_set_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
-    sides = [reference, solution] if reference is not None else [solution]
-    return [s.name for s in sides if host_may_set(s.spans, HOST_SET_MARGIN)]
+    return [s.name for s in _sides(solution, reference) if host_may_set(s.spans, HOST_SET_MARGIN)]
 
 
 def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
@@ -246,8 +249,7 @@ def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None)
     setting = _host_set_sides(solution, reference)
     if not setting:
         return []
-    sides = [reference, solution] if reference is not None else [solution]
-    return [s.name for s in sides if s.name in setting or _host_near(s)]
+    return [s.name for s in _sides(solution, reference) if s.name in setting or _host_near(s)]
 
 
 def _host_near(side: SideMeasurement) -> bool:
