@@ -84,6 +84,15 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
                      as_json, lock_clocks, keep_staging, only, device, dump_failures, memory_limit, no_build_cache, no_warm_pool,
                      verbose, sanitize, isolation, profile, profile_calls, static_evidence) -> None:
     """Evaluate SOLUTION on every workload of a problem: correctness, then device timing."""
+    from sol_execbench.evaluate.parent.child_env import server_socket_path
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+
+    # The evaluation child starts first, unless a warm pool will provide one or --sanitize runs
+    # first: its start-up (torch, the device) runs while this process imports, reads and stages.
+    early = None
+    if not sanitize and (no_warm_pool or not server_socket_path(device).exists()):
+        early = EarlyChild(device, keep_staging)
+        click.get_current_context().call_on_close(early.close)  # however the command ends
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
     from sol_execbench.evaluate.parent.process import protect_from_children
     from sol_execbench.schema import FormatError
@@ -118,7 +127,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     options = EvalOptions(device=device, timeout_s=timeout, compile_timeout_s=compile_timeout,
                           keep_staging=keep_staging, dump_failures=dump_failures, output_path=output,
                           use_build_cache=not no_build_cache, use_warm_pool=not no_warm_pool, sanitize=sanitize, warnings=list(problem.warnings),
-                          isolation=isolation_mode,
+                          isolation=isolation_mode, early_child=early,
                           on_trace=on_trace,
                           on_log=(lambda text: err.print(text, markup=False, highlight=False)) if verbose else None)
     if memory_limit:

@@ -115,34 +115,35 @@ def _warm_device_timing(info) -> None:
         pass
 
 
-def _receive_job(path: str) -> tuple[str, dict[str, str], list[int]]:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(path)
-        os.chmod(path, 0o600)
-        listener.listen(1)
+def listen_on(path: str) -> socket.socket:
+    """The socket an evaluation hands this child its job on (only this user may connect)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener
+
+
+def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str], list[int]]:
+    """The evaluation that takes this child: (the job file, its environment, the channel and log
+    descriptors). Shared with the early child (``early_child``)."""
+    with listener:
         conn, _ = listener.accept()
         while refusal(conn):  # a sandboxed process found the socket: not the evaluation that took us
             conn.close()
             conn, _ = listener.accept()
         with conn:
             message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
-            conn.sendall(b"ok")
+            with contextlib.suppress(OSError):  # an evaluation that does not wait for the answer has gone
+                conn.sendall(b"ok")
     os.unlink(path)
     request = json.loads(message)
     return request["job"], request["env"], fds
 
 
-def main(argv: list[str]) -> None:
-    socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
-    pool_pipe = os.environ.pop("SOL_EXECBENCH_POOL_PIPE", None)
-    if pool_pipe is not None:  # the pool's end closes when it dies, however: this child goes too
-        from sol_execbench.platform.lifetime import exit_when_pipe_closes
-
-        exit_when_pipe_closes(int(pool_pipe))
-    device_spec = argv[1] if len(argv) > 1 else None
-    _warm_up(device_spec)
-    job_path, env, fds = _receive_job(socket_path)
-    gpu_quiet.unmark_idle()
+def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:
+    """Become the job's child: its log descriptors on stdout and stderr, the invoking evaluation's
+    environment, the job's folder as the working directory."""
     # The channel, then stdout's log, then (when the evaluation keeps them apart) stderr's log.
     channel_fd, stdout_fd = fds[0], fds[1]
     stderr_fd = fds[2] if len(fds) > 2 else stdout_fd
@@ -154,6 +155,20 @@ def main(argv: list[str]) -> None:
     os.environ.update(env)  # the invoking evaluation's environment, channel key included
     os.environ[FD_ENV] = str(channel_fd)
     os.chdir(os.path.dirname(job_path))
+
+
+def main(argv: list[str]) -> None:
+    socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
+    pool_pipe = os.environ.pop("SOL_EXECBENCH_POOL_PIPE", None)
+    if pool_pipe is not None:  # the pool's end closes when it dies, however: this child goes too
+        from sol_execbench.platform.lifetime import exit_when_pipe_closes
+
+        exit_when_pipe_closes(int(pool_pipe))
+    device_spec = argv[1] if len(argv) > 1 else None
+    _warm_up(device_spec)
+    job_path, env, fds = receive_job(listen_on(socket_path), socket_path)  # the socket appearing: warm
+    gpu_quiet.unmark_idle()
+    adopt_job(job_path, env, fds)
     from . import driver as child
 
     phases.restart_clock()

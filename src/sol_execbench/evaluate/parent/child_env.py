@@ -1,13 +1,27 @@
-"""The start-up environment of an evaluation child, fresh or warm (shared by ``process`` and
-``warm_pool`` without either importing the other's module)."""
+"""How an evaluation child starts, fresh, early or warm: its environment, its supervisor, its logs
+(shared by ``process``, ``early_child`` and ``warm_pool`` without any importing another's module;
+this one stays light, so that the command line can start a child before its own heavy imports)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from sol_execbench.platform.host import use_bytecode_cache
+from sol_execbench.platform.host import runtime_dir, use_bytecode_cache
 
 ALLOC_CONF = "expandable_segments:True"
+# Variables read when torch starts; a child started under other values would differ.
+STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
+               "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
+               "LD_PRELOAD", "PYTHONPATH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_CUDA_ARCH_LIST")
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
+SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
+# A pool of one run's own (``warm_pools``): its name is in the environment of the process that
+# started it, so that process's evaluations find it and no other run's do.
+POOL_NAME_ENV = "SOL_EXECBENCH_POOL_NAME"
+# The child's stdout and stderr, kept apart in the staging folder.
+CHILD_STDOUT_LOG, CHILD_STDERR_LOG = "child.stdout.log", "child.stderr.log"
 # The staging folder to remove when the command line dies without removing it (SIGKILL): by the
 # supervisor of a fresh child, by the pool for a warm one.
 STAGING_CLEANUP_ENV = "SOL_EXECBENCH_STAGING_CLEANUP"
@@ -20,3 +34,20 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
     use_bytecode_cache(env)
     env.update(extra)
     return env
+
+
+def startup_values(env: dict[str, str]) -> dict[str, str | None]:
+    """The values in ``env`` that a child's start-up reads (``STARTUP_ENV``), as the child would see them."""
+    values = {name: env.get(name) for name in STARTUP_ENV}
+    values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
+    return values
+
+
+def pool_file(device: str | None, suffix: str) -> Path:
+    """A warm pool's file (``sock``: where it answers) for ``device``, in this user's runtime folder."""
+    name = os.environ.get(POOL_NAME_ENV, "")
+    return runtime_dir() / f"pool-{name + '-' if name else ''}{(device or 'auto').replace(':', '_')}.{suffix}"
+
+
+def server_socket_path(device: str | None) -> Path:
+    return pool_file(device, "sock")

@@ -16,13 +16,12 @@ from typing import Any, Callable
 from sol_execbench.platform.host import SessionWatch, kill_session
 
 from ..channel import FD_ENV, KEY_ENV, new_key, read_messages
-from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment  # noqa: F401  (re-exported)
+from .child_env import (ALLOC_CONF, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,  # noqa: F401  (re-exported)
+                        SUPERVISOR_PARENT_ENV, child_environment)
+from .early_child import EarlyChild
 from .warm_pool import hand_job, pool_answers, take_warm_child, wait_exit_code
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
-SUPERVISOR = Path(__file__).with_name("supervisor.py")
-SUPERVISOR_FDS_ENV = "SOL_EXECBENCH_PASS_FDS"
-SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
 _POLL_S = 0.05
 
 
@@ -84,19 +83,25 @@ class _WarmProcess:
 
 
 def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dict[str, str], write_fd: int,
-           wrapper: list[str] | None, warm_device: str | None, use_warm: bool) -> tuple[Any, bool]:
-    """A warm child from the pool when one fits, else a fresh ``python -m ...child`` process.
+           wrapper: list[str] | None, warm_device: str | None, use_warm: bool,
+           early: EarlyChild | None = None) -> tuple[Any, bool]:
+    """The early child when it fits, else a warm child from the pool when one fits, else a fresh
+    ``python -m ...child`` process.
 
     The child's stdout goes to ``stdout_path``; its stderr to ``stderr_path``, or into the same
     file when that is None."""
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(stdout_path, "ab"))
         err = stack.enter_context(open(stderr_path, "ab")) if stderr_path is not None else None
+        # An early or warm child puts the first log descriptor on its stdout and the second, when
+        # there is one, on its stderr (a single one takes both).
+        log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
+        if early is not None:
+            if not wrapper and early.fits(env, warm_device) and early.hand(job_path, env, [write_fd, *log_fds]):
+                return early.proc, False
+            early.discard()
         if use_warm and not wrapper:
             child = take_warm_child(warm_device, env)
-            # The warm child puts the first log descriptor on its stdout and the second, when there is
-            # one, on its stderr (a single one takes both).
-            log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
             if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
                 return _WarmProcess(child), True
         # Through the supervisor: the child's parent is a process it may kill without ending the run.
@@ -112,13 +117,15 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
               wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
-              stderr_path: Path | None = None, forged: list[str] | None = None) -> ChildRun:
+              stderr_path: Path | None = None, forged: list[str] | None = None,
+              early: EarlyChild | None = None) -> ChildRun:
     """Run ``python -m sol_execbench.evaluate.child.driver job.json`` to completion, timeout or memory limit.
 
     The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
     which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.
     ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
-    pre-started child from a running warm pool (``sol-execbench worker start``) when one fits."""
+    pre-started child from a running warm pool (``sol-execbench worker start``) when one fits;
+    ``early``, a child started before the job (``early_child``), goes first where it fits."""
     run = ChildRun(forged=forged if forged is not None else [])
     read_fd, write_fd = os.pipe()
     key = new_key()
@@ -129,7 +136,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
         on_message(message)
 
     began = time.monotonic()
-    proc, run.warm = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device, use_warm)
+    proc, run.warm = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device, use_warm, early)
     os.close(write_fd)
     reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
     reader.start()

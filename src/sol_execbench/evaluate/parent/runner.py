@@ -23,6 +23,8 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Env
                                   EvaluationStatus as S, IsolationMode, IsolationRecord, SanitizerReport, Solution,
                                   Trace, Workload)
 
+from .child_env import CHILD_STDERR_LOG, CHILD_STDOUT_LOG
+from .early_child import EarlyChild
 from .process import STAGING_CLEANUP_ENV, ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
 
@@ -72,6 +74,9 @@ class EvalOptions:
     warnings: list[str] = field(default_factory=list)  # carried into every trace
     on_trace: Callable[[Trace], None] | None = None
     on_log: Callable[[str], None] | None = None  # -v: the child's output after each run
+    # A child the caller started before the job (the command line, ``early_child``): the evaluation
+    # stages into its folder, and its first child is this one where it fits.
+    early_child: EarlyChild | None = None
 
 
 @dataclass
@@ -124,7 +129,10 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
     anything the solution does."""
     options = options or EvalOptions()
     state = _State(definition, solution, options)
-    staging = Path(tempfile.mkdtemp(prefix="sol-execbench-"))
+    early = options.early_child
+    if early is not None:
+        early.staging_taken = True
+    staging = early.staging if early is not None else Path(tempfile.mkdtemp(prefix="sol-execbench-"))
     if not options.keep_staging:
         with _live_lock:
             _live_staging.add(staging)
@@ -132,6 +140,8 @@ def evaluate_problem(definition: Definition, workloads: list[Workload], solution
     try:
         _run(state, workloads, config, staging)
     finally:
+        if early is not None:
+            early.discard()  # never handed its job (a run that ended before its child): ended now
         if options.keep_staging:
             options.warnings.append(f"staging directory kept: {staging}")
         else:
@@ -259,7 +269,7 @@ def _size(path: Path) -> int:
 def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any], staging: Path, deadline: float) -> None:
     opts = state.options
     pending = list(workloads)
-    logs = _ChildLogs(staging / "child.stdout.log", staging / "child.stderr.log")
+    logs = _ChildLogs(staging / CHILD_STDOUT_LOG, staging / CHILD_STDERR_LOG)
     runs: list[ChildRun] = []
     produced_any = False
     while pending:
@@ -285,14 +295,20 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
             if opts.on_message is not None and not forged:
                 opts.on_message(msg)
 
-        start_sizes = logs.sizes()
+        # The first child's log from its start (an early child wrote its start-up's output there already).
+        start_sizes = logs.sizes() if runs else (0, 0)
+        early = opts.early_child if not runs else None
+        if early is not None and opts.child_env:  # its environment at start-up lacked these: a fresh child
+            early.discard()
+            early = None
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
                         memory_limit_bytes=opts.memory_limit_bytes, on_message=on_message,
                         env_extra={**({} if opts.keep_staging else {STAGING_CLEANUP_ENV: str(staging)}),
                                    **opts.child_env},
                         warm_device=opts.device, use_warm=opts.use_warm_pool and not opts.child_env, forged=forged,
-                        wrapper=[*opts.child_prefix, *(_sandbox_wrapper(state, staging) or [])] or None)
+                        wrapper=[*opts.child_prefix, *(_sandbox_wrapper(state, staging) or [])] or None,
+                        early=early)
         runs.append(run)
         if opts.on_log:
             opts.on_log(logs.text_since(start_sizes))

@@ -35,29 +35,12 @@ import sol_execbench
 from sol_execbench.platform.host import runtime_dir
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
-from .child_env import ALLOC_CONF, STAGING_CLEANUP_ENV, child_environment
+from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
+                        server_socket_path, startup_values)
 
-# Variables read when torch starts; a warm child made under other values would differ.
-STARTUP_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PYTORCH_ALLOC_CONF",
-               "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
-               "LD_PRELOAD", "PYTHONPATH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_CUDA_ARCH_LIST")
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
-
-
-# A pool of one run's own (``warm_pools``): its name is in the environment of the process that
-# started it, so that process's evaluations find it and no other run's do.
-POOL_NAME_ENV = "SOL_EXECBENCH_POOL_NAME"
-
-
-def _pool_file(device: str | None, suffix: str) -> Path:
-    name = os.environ.get(POOL_NAME_ENV, "")
-    return runtime_dir() / f"pool-{name + '-' if name else ''}{(device or 'auto').replace(':', '_')}.{suffix}"
-
-
-def server_socket_path(device: str | None) -> Path:
-    return _pool_file(device, "sock")
 
 
 def source_stamp(root: Path) -> str:
@@ -75,8 +58,7 @@ def source_stamp(root: Path) -> str:
 
 
 def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
-    values = {name: env.get(name) for name in STARTUP_ENV}
-    values["PYTORCH_ALLOC_CONF"] = values["PYTORCH_ALLOC_CONF"] or ALLOC_CONF
+    values = startup_values(env)
     package_dir = Path(sol_execbench.__file__).parent
     payload = json.dumps({"python": sys.executable, "package": str(package_dir), "sources": source_stamp(package_dir),
                           "version": sol_execbench.__version__, "device": device or "auto", "env": values},
@@ -160,7 +142,7 @@ def stop_pool(device: str | None) -> dict[str, Any] | None:
 def start_pool(device: str | None, spares: int, idle_timeout_s: float, owner_pid: int | None = None) -> subprocess.Popen:
     """Start the pool server in the background (its own session, output to a log in the runtime dir).
     With ``owner_pid`` it also ends, within half a second, once that process is gone."""
-    log = open(_pool_file(device, "log"), "ab")
+    log = open(pool_file(device, "log"), "ab")
     command = [sys.executable, "-m", "sol_execbench.evaluate.parent.warm_pool", "--spares", str(spares),
                "--idle-timeout", str(idle_timeout_s)] + (["--device", device] if device else []) \
         + (["--exit-with-pid", str(owner_pid)] if owner_pid else [])

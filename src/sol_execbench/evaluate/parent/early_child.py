@@ -1,0 +1,107 @@
+"""A fresh evaluation child started before its job exists.
+
+The command line starts it first, so that the child's start-up (the interpreter, torch, the device
+context: 4.4 to 5.3 s on the H100 host) runs while the command line imports its own modules, reads
+and checks the problem and stages the solution (0.7 to 0.8 s there). It is a fresh child in every
+other respect: started through the supervisor in a session of its own, with the command line's
+environment and the staging folder as its working directory, running only the harness's code until
+the job, the evaluation's environment and the channel and log descriptors arrive on a socket in
+the staging folder (as a warm child receives them). The first child of the evaluation is this one
+where a fresh child would run unwrapped under the same start-up environment; otherwise it is ended
+and a fresh child starts as before.
+
+This module stays light (no pydantic, no torch): the command line imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sol_execbench.platform.host import kill_session, runtime_dir
+from sol_execbench.platform.lifetime import preexec_die_with_parent
+
+from .child_env import (CHILD_STDERR_LOG, CHILD_STDOUT_LOG, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,
+                        SUPERVISOR_PARENT_ENV, child_environment, startup_values)
+
+EARLY_SOCKET_ENV = "SOL_EXECBENCH_EARLY_SOCKET"  # read by evaluate/child/early_child.py
+SOCKET_NAME = ".early-child.sock"
+SOCKET_PATH_MAX = 100  # AF_UNIX paths end at 107 bytes; a deep TMPDIR puts the socket in the runtime folder
+SOCKET_WAIT_S = 60.0  # for the child to open its socket (an interpreter start on a loaded machine)
+
+
+class EarlyChild:
+    """A child waiting for its job, and the staging folder it was started in (the evaluation stages
+    into that folder)."""
+
+    def __init__(self, device: str | None, keep_staging: bool):
+        self.staging = Path(tempfile.mkdtemp(prefix="sol-execbench-"))
+        self.device = device
+        self.socket_path = self.staging / SOCKET_NAME
+        if len(str(self.socket_path)) > SOCKET_PATH_MAX:
+            self.socket_path = runtime_dir() / f"early-{uuid.uuid4().hex[:12]}.sock"
+        self.handed = False  # the job went to it
+        self.staging_taken = False  # an evaluation stages into (and removes) the folder
+        self._startup = startup_values(dict(os.environ))
+        env = child_environment({EARLY_SOCKET_ENV: str(self.socket_path), SUPERVISOR_FDS_ENV: "",
+                                 SUPERVISOR_PARENT_ENV: str(os.getpid()),
+                                 **({} if keep_staging else {STAGING_CLEANUP_ENV: str(self.staging)})})
+        with open(self.staging / CHILD_STDOUT_LOG, "ab") as out, open(self.staging / CHILD_STDERR_LOG, "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SUPERVISOR), sys.executable, "-m",
+                 "sol_execbench.evaluate.child.early_child", device or ""],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True,
+                cwd=str(self.staging), preexec_fn=preexec_die_with_parent)
+
+    def fits(self, env: dict[str, str], device: str | None) -> bool:
+        """Whether a fresh child for ``env`` and ``device`` would have started as this one did."""
+        return not self.handed and device == self.device and startup_values(env) == self._startup
+
+    def hand(self, job_path: Path, env: dict[str, str], fds: list[int]) -> bool:
+        """Send the job, the environment and the descriptors (channel, stdout's log, stderr's log).
+        The child reads them once its start-up is done; this does not wait for that."""
+        deadline = time.monotonic() + SOCKET_WAIT_S
+        while not self.socket_path.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        # The staging folder's removal is the supervisor's, as for a fresh child, which never sees the variable.
+        job_env = {name: value for name, value in env.items() if name != STAGING_CLEANUP_ENV}
+        message = json.dumps({"job": str(job_path), "env": job_env}).encode()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(10)
+                conn.connect(str(self.socket_path))
+                socket.send_fds(conn, [message], fds)
+        except OSError:
+            return False
+        self.handed = True
+        return True
+
+    def discard(self) -> None:
+        """End the child if it never got its job (its whole session: the supervisor and the child)."""
+        if self.handed:
+            return
+        self.handed = True  # never handed out after this
+        if self.proc.poll() is None:
+            kill_session(self.proc.pid, settle_s=1.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+    def close(self) -> None:
+        """After the evaluation: the child ended if unused, the staging folder removed if no
+        evaluation took it."""
+        self.discard()
+        with contextlib.suppress(OSError):  # the child removes it when it takes its job
+            self.socket_path.unlink()
+        if not self.staging_taken:
+            shutil.rmtree(self.staging, ignore_errors=True)

@@ -1,0 +1,123 @@
+"""The command line's early child: started before the job, it runs the evaluation where a fresh
+child would; a run that ends before handing it its job, or a command line killed meanwhile, leaves
+no process and no staging folder. Real CLI processes, real signals."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .problems import (CLI, LIGHT_CONFIG, add_definition, cli_env, cli_problem, poll_until, run_processes, solution,
+                       staging_left, trace_lines, workloads)
+
+ADD = "def run(a, b):\n    return a + b\n"
+
+
+def _cli(tmp_path: Path, problem: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, str(problem), "--config", str(problem / "light.json"), "--device", "cpu", *extra],
+                          env=env or cli_env(tmp_path), capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["tmpdir", "deep-tmpdir"])
+def test_the_cli_evaluates_in_the_child_it_started_first(tmp_path: Path, deep: bool):
+    """Also where the staging folder's path is too long for a Unix socket beside it."""
+    problem = cli_problem(tmp_path, ADD, sizes=(8, 16))
+    out = tmp_path / "out.jsonl"
+    env = {**cli_env(tmp_path), "SOL_EXECBENCH_PHASE_LOG": "1"}
+    if deep:
+        env["TMPDIR"] = str(tmp_path / "tmp" / ("d" * 100))
+        Path(env["TMPDIR"]).mkdir()
+    done = _cli(tmp_path, problem, "-o", str(out), "-v", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "early child took its job" in done.stderr
+    assert done.stderr.index("early child started") < done.stderr.index("early child took its job")
+    assert [t["evaluation"]["status"] for t in trace_lines(out)] == ["PASSED", "PASSED"]
+    assert poll_until(lambda: run_processes(str(tmp_path / "tmp")) == [], 5.0)
+    assert list(Path(env["TMPDIR"]).glob("sol-execbench-*")) == [] if deep else staging_left(tmp_path) == []
+
+
+def test_a_bad_input_ends_the_early_child_and_removes_its_folder(tmp_path: Path):
+    problem = cli_problem(tmp_path, ADD, sizes=(8,))
+    (problem / "workload.jsonl").write_text("{not json\n")
+    done = _cli(tmp_path, problem)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert poll_until(lambda: run_processes(str(tmp_path / "tmp")) == [], 5.0), run_processes(str(tmp_path / "tmp"))
+    assert staging_left(tmp_path) == []
+
+
+def test_a_run_ending_before_its_child_ends_the_early_child(tmp_path: Path):
+    """lock_clocks without locked clocks: every workload fails before any child is needed."""
+    problem = cli_problem(tmp_path, ADD, sizes=(8,))
+    out = tmp_path / "out.jsonl"
+    done = _cli(tmp_path, problem, "--lock-clocks", "-o", str(out))
+    assert done.returncode == 1, done.stderr
+    assert [t["evaluation"]["status"] for t in trace_lines(out)] == ["RUNTIME_ERROR"]
+    assert poll_until(lambda: run_processes(str(tmp_path / "tmp")) == [], 5.0), run_processes(str(tmp_path / "tmp"))
+    assert staging_left(tmp_path) == []
+
+
+HOLDS_AN_EARLY_CHILD = """
+import sys, time
+from sol_execbench.evaluate.parent.early_child import EarlyChild
+child = EarlyChild("cpu", keep_staging=False)
+print(child.staging, flush=True)
+print(child.socket_path, flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill_9_before_the_job_ends_the_early_child_and_removes_its_folder(tmp_path: Path):
+    env = cli_env(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDS_AN_EARLY_CHILD], env=env, stdout=subprocess.PIPE, text=True)
+    staging = Path(holder.stdout.readline().strip())
+    socket_path = Path(holder.stdout.readline().strip())
+    marker = str(tmp_path / "tmp")
+    # The holder, the supervisor and the early child, which then waits on its socket.
+    assert poll_until(lambda: len(run_processes(marker)) >= 3 and socket_path.exists()), \
+        run_processes(marker)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=10)
+    assert poll_until(lambda: run_processes(marker) == [], 5.0), run_processes(marker)
+    assert poll_until(lambda: not staging.exists(), 5.0)
+
+
+def test_an_early_child_started_under_another_start_up_environment_gives_way_to_a_fresh_one(tmp_path: Path,
+                                                                                             monkeypatch):
+    from sol_execbench.evaluate.api import evaluate
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+
+    for name, value in cli_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    early = EarlyChild("cpu", keep_staging=False)
+    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")  # read as torch starts: the early child differs
+    try:
+        traces = evaluate(add_definition(), workloads(8), solution(ADD), dict(LIGHT_CONFIG), device="cpu",
+                          use_warm_pool=False, early_child=early)
+    finally:
+        early.close()
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"]
+    assert early.proc.returncode is not None and early.proc.returncode != 0  # ended, never handed its job
+    assert not early.staging.exists()
+
+
+def test_an_early_child_that_fits_runs_the_api_evaluation(tmp_path: Path, monkeypatch):
+    from sol_execbench.evaluate.api import evaluate
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+
+    for name, value in cli_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    early = EarlyChild("cpu", keep_staging=False)
+    try:
+        traces = evaluate(add_definition(), workloads(8, 16), solution(ADD), dict(LIGHT_CONFIG), device="cpu",
+                          use_warm_pool=False, early_child=early)
+    finally:
+        early.close()
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    assert early.handed and early.proc.returncode == 0
+    assert not early.staging.exists()
+
