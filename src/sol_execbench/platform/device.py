@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -119,8 +121,43 @@ def make_current(info: DeviceInfo) -> None:
         torch.cuda.set_device(info.index)
 
 
+# Threads creating a GPU's primary context ahead of torch (``start_device_context``).
+_context_starts: list[threading.Thread] = []
+
+
+def start_device_context(spec: str | None) -> None:
+    """Create the primary context of the NVIDIA GPU ``spec`` names on a thread of its own, for an
+    evaluation child that is about to import torch: the driver's start-up then runs beside the
+    imports instead of after them (on the H100 host: creating the context 0.30 to 0.32 s after
+    torch, 0.015 s once created; the import and the device together 2.97 to 4.47 s, 2.67 to 3.21 s
+    with the context made beside the import). torch uses the same primary context. Nothing happens
+    on the CPU, on ROCm or without the driver library; ``use_device`` waits for the thread."""
+    try:
+        kind, index = parse_device_spec(spec)
+    except ValueError:
+        return
+    if kind == "cpu" or vendor_hint() != "cuda":
+        return
+    thread = threading.Thread(target=_retain_primary_context, args=(index or 0,), name="sol-execbench-context",
+                              daemon=True)
+    thread.start()
+    _context_starts.append(thread)
+
+
+def _retain_primary_context(index: int) -> None:
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(device), index) == 0:
+        driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)  # kept for the process's life, as torch keeps it
+
+
 def use_device(spec: str | None = None) -> DeviceInfo:
     """``current(spec)``, made torch's current device (``make_current``)."""
+    while _context_starts:  # no thread of the harness's own outlives the start-up
+        _context_starts.pop().join()
     info = current(spec)
     make_current(info)
     return info

@@ -37,11 +37,15 @@ def _start_up(device_spec: str | None) -> None:
 
 def main(argv: list[str]) -> None:
     socket_path = os.environ.pop(EARLY_SOCKET_ENV)
+    device_spec = argv[1] if len(argv) > 1 and argv[1] else None
+    from sol_execbench.platform.device import start_device_context
+
+    start_device_context(device_spec)  # beside the imports below and torch's
     from .warm_child import adopt_job, listen_on, receive_job
 
     listener = listen_on(socket_path)  # at once: the command line may hand the job over before start-up ends
     phases.phase("early child started")
-    _start_up(argv[1] if len(argv) > 1 and argv[1] else None)
+    _start_up(device_spec)
     phases.phase("early child waiting for its job")
     job_path, env, fds = receive_job(listener, socket_path)
     adopt_job(job_path, env, fds)
