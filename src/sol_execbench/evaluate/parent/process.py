@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -82,6 +83,29 @@ class _WarmProcess:
         return self.returncode
 
 
+class _ExitWait:
+    """A pause between the checks on a running child that ends as soon as the child exits (a
+    pidfd, Linux 5.3 and later; a plain sleep elsewhere): the run is not kept up to a polling
+    interval after its child has gone."""
+
+    def __init__(self, pid: int):
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no pidfd here, or the process is gone already
+            self._fd = None
+
+    def wait(self, seconds: float) -> None:
+        if self._fd is None:
+            time.sleep(seconds)
+        else:
+            select.select([self._fd], [], [], seconds)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dict[str, str], write_fd: int,
            wrapper: list[str] | None, warm_device: str | None, use_warm: bool,
            early: EarlyChild | None = None) -> tuple[Any, bool]:
@@ -142,6 +166,7 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     reader.start()
     deadline = began + timeout_s
     session = SessionWatch(proc.pid)
+    pause = _ExitWait(proc.pid)
     try:
         while proc.poll() is None:
             if time.monotonic() > deadline:
@@ -154,11 +179,13 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
                     run.memory_exceeded_bytes = rss
                     _kill_session(proc)
                     break
-            time.sleep(_POLL_S)
+            pause.wait(_POLL_S)
     except BaseException:
         # SIGTERM / Ctrl-C of the run (raised here by the CLI's handlers): the child goes with it.
         kill_session(proc.pid, settle_s=1.0)
         raise
+    finally:
+        pause.close()
     # Processes the child left in its session would hold the pipe open; end them too.
     kill_session(proc.pid, settle_s=1.0)
     reader.join(timeout=5)
