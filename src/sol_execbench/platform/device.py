@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -126,12 +127,13 @@ _context_starts: list[threading.Thread] = []
 
 
 def start_device_context(spec: str | None) -> None:
-    """Create the primary context of the NVIDIA GPU ``spec`` names on a thread of its own, for an
-    evaluation child that is about to import torch: the driver's start-up then runs beside the
-    imports instead of after them (on the H100 host: creating the context 0.30 to 0.32 s after
-    torch, 0.015 s once created; the import and the device together 2.97 to 4.47 s, 2.67 to 3.21 s
-    with the context made beside the import). torch uses the same primary context. Nothing happens
-    on the CPU, on ROCm or without the driver library; ``use_device`` waits for the thread."""
+    """Create the primary context of the NVIDIA GPU ``spec`` names on a thread of its own, for a
+    process about to import torch: the driver's start-up (0.3 s on the H100 host) then runs beside
+    the import rather than after it, and torch uses the same primary context. Nothing happens once
+    torch is imported, on the CPU, on ROCm or without the driver library; ``use_device`` waits for
+    the thread."""
+    if "torch" in sys.modules:
+        return
     try:
         kind, index = parse_device_spec(spec)
     except ValueError:

@@ -230,6 +230,9 @@ def main(argv: list[str]) -> None:
 
     channel = ChannelWriter.from_environment()
     job = json.loads(Path(argv[1]).read_text())
+    from sol_execbench.platform.device import start_device_context
+
+    start_device_context(job.get("device") if isinstance(job, dict) else None)  # a fresh child: beside its torch import
     profile_path = os.environ.get(PROFILE_ENV)
     profiler = profile_file = None
     if profile_path:  # where the evaluator itself spends its time (developer switch, docs/configuration.md)
@@ -260,16 +263,5 @@ def main(argv: list[str]) -> None:
     os._exit(0)
 
 
-def _start_device_context(job_path: str) -> None:
-    """A fresh child's GPU context, begun before anything imports torch (``start_device_context``)."""
-    from sol_execbench.platform.device import start_device_context
-
-    try:
-        start_device_context(json.loads(Path(job_path).read_text()).get("device"))
-    except (OSError, ValueError, AttributeError):  # main reads the job again and reports what is wrong with it
-        pass
-
-
 if __name__ == "__main__":
-    _start_device_context(sys.argv[1])
     main(sys.argv)

@@ -1,11 +1,10 @@
-"""An evaluation child started before its job exists (see ``parent/early_child.py``).
+"""An evaluation child started by the command line before its job exists (see
+``parent/early_child.py``).
 
-It makes the start-up a fresh child makes before it reads its job (torch imported, the device made
-torch's current one) and imports what the job will need, then waits on the command line's socket
-for the job, the environment and the channel and log descriptors, as a warm child does. From there
-it is an ordinary evaluation child (``driver.main``), which repeats the device step: a start-up
-that failed here (a device that is not there) is reported on the job's channel, as a fresh child
-reports it.
+It imports torch, makes the device torch's current one and imports what the job needs, then takes
+the job from the command line's socket (``handoff``) and runs it as an evaluation child
+(``driver.main``). ``run_job`` makes the device current itself: a device that could not be set up
+here is reported on the job's channel.
 """
 
 from __future__ import annotations
@@ -15,22 +14,19 @@ import sys
 
 from .. import phases
 
-EARLY_SOCKET_ENV = "SOL_EXECBENCH_EARLY_SOCKET"
+EARLY_SOCKET_ENV = "SOL_EXECBENCH_EARLY_SOCKET"  # named by parent/early_child.py, which may not import this side
 
 
 def _start_up(device_spec: str | None) -> None:
     try:
         from sol_execbench.platform import use_device
 
+        from .handoff import import_for_job
+
         device = use_device(device_spec)
         if not device.is_gpu:
-            os.environ["TRITON_INTERPRET"] = "1"  # before anything imports Triton, as run_job sets it
-        import sol_execbench.build  # noqa: F401  (what run_job imports for a job)
-        import sol_execbench.schema  # noqa: F401
-
-        from . import activity_watch, confinement, timing, workload_eval  # noqa: F401
-        if device.is_gpu:
-            import torch.profiler  # noqa: F401  (the device pass's first session imports it, and torch._dynamo)
+            os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; run_job sets it too
+        import_for_job(device)
     except BaseException:  # noqa: BLE001  (run_job takes the same steps with the job's channel open, and reports)
         pass
 
@@ -40,10 +36,11 @@ def main(argv: list[str]) -> None:
     device_spec = argv[1] if len(argv) > 1 and argv[1] else None
     from sol_execbench.platform.device import start_device_context
 
-    start_device_context(device_spec)  # beside the imports below and torch's
-    from .warm_child import adopt_job, listen_on, receive_job
+    start_device_context(device_spec)  # the GPU context, beside the imports that follow
+    from .handoff import adopt_job, listen_on, receive_job
 
-    listener = listen_on(socket_path)  # at once: the command line may hand the job over before start-up ends
+    # Before the start-up: the command line may hand the job over while it runs.
+    listener = listen_on(socket_path)
     phases.phase("early child started")
     _start_up(device_spec)
     phases.phase("early child waiting for its job")

@@ -1,24 +1,19 @@
 """A warm child: start up (torch, device, common kernels), then wait for one job from the pool.
 
 Started by the pool server with ``SOL_EXECBENCH_WARM_SOCKET`` naming the Unix socket to listen
-on; the socket appears when the child is warm. The evaluation that takes it connects and passes
-the job file, its environment, and the trace-channel and log descriptors (stdout's, then stderr's
-when it is kept apart); the child then runs as an ordinary evaluation child (``child.main``).
+on; the socket appears when the child is warm. The evaluation that takes it hands over the job
+(``handoff``), and the child runs it as an evaluation child (``driver.main``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import socket
 import sys
-
-from sol_execbench.sandbox.peer import refusal
 
 from . import gpu_quiet
 from .. import phases
-from ..channel import FD_ENV
+from .handoff import adopt_job, import_for_job, listen_on, receive_job
 
 
 def _warm_up(device_spec: str | None) -> None:
@@ -43,12 +38,9 @@ def _import_ahead(info) -> None:
     """The modules an evaluation imports, and those the device warm-up would import inside the
     exclusive hold (the profiler's torch._dynamo, Triton's code generator): seconds of CPU that
     need no device."""
-    import sol_execbench.build  # noqa: F401  (what run_job imports for a job)
-
-    from . import activity_watch, timing, workload_eval  # noqa: F401
+    import_for_job(info)
     if info.is_gpu:
         import torch._dynamo  # noqa: F401  (the profiler's first session imports it)
-        import torch.profiler  # noqa: F401
     try:
         import triton  # noqa: F401
 
@@ -113,48 +105,6 @@ def _warm_device_timing(info) -> None:
         measure(sides[0], sides[1], TimingPlan(warmup=1, rounds=2, device=info, flusher=L2Flusher(info), method="device"))
     except Exception:  # noqa: BLE001  (a warm-up that fails leaves its cost to the first workload)
         pass
-
-
-def listen_on(path: str) -> socket.socket:
-    """The socket an evaluation hands this child its job on (only this user may connect)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)
-    listener.listen(1)
-    return listener
-
-
-def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str], list[int]]:
-    """The evaluation that takes this child: (the job file, its environment, the channel and log
-    descriptors). Shared with the early child (``early_child``)."""
-    with listener:
-        conn, _ = listener.accept()
-        while refusal(conn):  # a sandboxed process found the socket: not the evaluation that took us
-            conn.close()
-            conn, _ = listener.accept()
-        with conn:
-            message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
-            with contextlib.suppress(OSError):  # an evaluation that does not wait for the answer has gone
-                conn.sendall(b"ok")
-    os.unlink(path)
-    request = json.loads(message)
-    return request["job"], request["env"], fds
-
-
-def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:
-    """Become the job's child: its log descriptors on stdout and stderr, the invoking evaluation's
-    environment, the job's folder as the working directory."""
-    # The channel, then stdout's log, then (when the evaluation keeps them apart) stderr's log.
-    channel_fd, stdout_fd = fds[0], fds[1]
-    stderr_fd = fds[2] if len(fds) > 2 else stdout_fd
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
-    for fd in {stdout_fd, stderr_fd} - {1, 2}:
-        os.close(fd)
-    os.environ.clear()
-    os.environ.update(env)  # the invoking evaluation's environment, channel key included
-    os.environ[FD_ENV] = str(channel_fd)
-    os.chdir(os.path.dirname(job_path))
 
 
 def main(argv: list[str]) -> None:

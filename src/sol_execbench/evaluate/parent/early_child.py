@@ -6,9 +6,9 @@ and checks the problem and stages the solution (0.7 to 0.8 s there). It is a fre
 other respect: started through the supervisor in a session of its own, with the command line's
 environment and the staging folder as its working directory, running only the harness's code until
 the job, the evaluation's environment and the channel and log descriptors arrive on a socket in
-the staging folder (as a warm child receives them). The first child of the evaluation is this one
-where a fresh child would run unwrapped under the same start-up environment; otherwise it is ended
-and a fresh child starts as before.
+the staging folder (``evaluate/child/handoff.py``). It is the evaluation's first child where a
+fresh child would run unwrapped under the same start-up environment; otherwise it is ended and the
+evaluation starts a fresh child.
 
 This module stays light (no pydantic, no torch): the command line imports it before anything else.
 """

@@ -173,9 +173,8 @@ def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
     last = _last_end.get(plan.device.torch_device)
     if plan.device.is_gpu and not (last is not None and began - last < WARM_DEVICE_GAP_S):
         # Clocks come up from idle over milliseconds: keep the device busy before the first round,
-        # idling between calls as the timed rounds do (``Cooldown``). Back to back, a GEMM of 342 us
-        # drew the device into its power cap for the first timed rounds: 1586 to 1917 MHz and 351.9
-        # us against 1972 MHz and 342.3 us in the runs that followed without this warm-up (H100).
+        # idling between calls as the timed rounds do (``Cooldown``): called back to back, a 342 us
+        # GEMM ran its first timed rounds in the power cap on an H100, 3% slow.
         warm = [s for s in sides if s.warm_args is not None]
         cooldown = Cooldown(plan.cooldown)
         for i in range(WARMUP_MAX_EXTRA_CALLS if warm else 0):

@@ -1,0 +1,70 @@
+"""How a child started before its job receives it (a warm child, an early child): the job file,
+the invoking evaluation's environment and the trace-channel and log descriptors (stdout's, then
+stderr's when they are kept apart) arrive on a Unix socket only this user can connect to."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from typing import Any
+
+from sol_execbench.sandbox.peer import refusal
+
+from ..channel import FD_ENV
+
+
+def listen_on(path: str) -> socket.socket:
+    """The socket an evaluation hands this child its job on (only this user may connect)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener
+
+
+def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str], list[int]]:
+    """The evaluation that takes this child: (the job file, its environment, the channel and log
+    descriptors)."""
+    with listener:
+        conn, _ = listener.accept()
+        while refusal(conn):  # a sandboxed process found the socket: not the evaluation that took us
+            conn.close()
+            conn, _ = listener.accept()
+        with conn:
+            message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
+            with contextlib.suppress(OSError):  # an evaluation that does not wait for the answer has gone
+                conn.sendall(b"ok")
+    os.unlink(path)
+    request = json.loads(message)
+    return request["job"], request["env"], fds
+
+
+def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:
+    """Become the job's child: its log descriptors on stdout and stderr, the invoking evaluation's
+    environment, the job's folder as the working directory."""
+    # The channel, then stdout's log, then (when the evaluation keeps them apart) stderr's log.
+    channel_fd, stdout_fd = fds[0], fds[1]
+    stderr_fd = fds[2] if len(fds) > 2 else stdout_fd
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+    for fd in {stdout_fd, stderr_fd} - {1, 2}:
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)  # the invoking evaluation's environment, channel key included
+    os.environ[FD_ENV] = str(channel_fd)
+    os.chdir(os.path.dirname(job_path))
+
+
+
+
+def import_for_job(device: Any) -> None:
+    """What ``run_job`` imports for a job, and on a GPU the profiler its device pass starts: imports
+    that need no job, made while the child waits for one."""
+    import sol_execbench.build  # noqa: F401
+    import sol_execbench.schema  # noqa: F401
+
+    from . import activity_watch, confinement, timing, workload_eval  # noqa: F401
+    if device.is_gpu:
+        import torch.profiler  # noqa: F401
