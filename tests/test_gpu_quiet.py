@@ -34,10 +34,10 @@ def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
     worker.start()
     assert entered.wait(5)
     began = time.monotonic()
-    warning = gpu_quiet.hold_shared(0, wait_s=0.3)  # the warm-up keeps the device: give up, say so
+    warning = gpu_quiet.SharedHold(0).take(wait_s=0.3)  # the warm-up keeps the device: give up, say so
     assert warning and "still warming up" in warning and time.monotonic() - began >= 0.3
     threading.Timer(0.2, release.set).start()
-    assert gpu_quiet.hold_shared(0, wait_s=5) is None  # granted once the warm-up ended
+    assert gpu_quiet.SharedHold(0).take(wait_s=5) is None  # granted once the warm-up ended
     worker.join(5)
 
     blocked = threading.Event()
@@ -54,8 +54,20 @@ def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
     later.join(5)
 
 
+def test_an_evaluation_holds_the_device_only_from_its_first_timed_pass():
+    """The lock file is opened at the child's start (before its sandbox); until ``take`` a warm-up
+    may use the device (the evaluation's correctness rounds time nothing), after it a warm-up waits."""
+    hold = gpu_quiet.SharedHold(0)
+    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
+        assert got is True
+    assert hold.take() is None
+    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
+        assert got is False
+    assert hold.take() is None and len(gpu_quiet._held) == 1  # taken once
+
+
 def test_a_warm_up_waits_for_evaluations_only_so_long():
-    assert gpu_quiet.hold_shared(0) is None
+    assert gpu_quiet.SharedHold(0).take() is None
     began = time.monotonic()
     with gpu_quiet.exclusive(0, wait_s=0.2) as got:
         assert got is False and time.monotonic() - began >= 0.2
@@ -90,32 +102,37 @@ def test_idle_warm_children_are_not_other_processes(monkeypatch):
 def test_idle_warm_children_stay_apart_inside_the_sandbox(monkeypatch, tmp_path):
     """The readings between workloads run in the sandbox: its environment names another folder and
     its pid namespace hides every outside process. A warm child idle at the start and still marked
-    idle is not another process; one that took a job since (its mark gone) is."""
+    idle is not another process, nor one the pool started since; one that took a job since (its mark
+    gone) is, and so is a process whose pid a mark left by a process gone before the start names."""
     from sol_execbench.evaluate.child.clock_watch import ClockWatch
     from sol_execbench.platform import DeviceInfo
     from sol_execbench.platform.clocks import ClockReading
 
     spare, busy = os.getppid(), 1  # live processes standing in for two idle warm children
-    for pid in (spare, busy):
+    later = os.getpgrp() if os.getpgrp() not in (spare, busy, os.getpid()) else 2  # a warm child started since
+    stale = 999999999  # a mark left by a process gone, whose pid a foreign process may take
+    for pid in (spare, busy, stale):
         (gpu_quiet._runtime_dir() / f"idle-{pid}").touch()
     gpu_quiet.pin_runtime_dir()
-    reading = ClockReading("nvml", processes=[os.getpid(), spare, busy])
-    reader = SimpleNamespace(read=lambda: reading)
+    readings = iter([ClockReading("nvml", processes=[os.getpid(), spare, busy]),
+                     ClockReading("nvml", processes=[os.getpid(), spare, busy, later, stale])])
+    reader = SimpleNamespace(read=lambda: next(readings))
     gpu = DeviceInfo(vendor="cuda", torch_device="cuda:0", index=0, name="NVIDIA H100 80GB HBM3", arch="sm_90a",
                      compute_units=132, l2_bytes=50 * 2**20, memory_bytes=80 * 2**30, runtime_version="13.0")
     try:
         watch = ClockWatch(gpu, reader=reader)
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "private"))  # as the sandbox's environment
-        monkeypatch.setattr(gpu_quiet, "_alive", lambda pid: False)  # as in its pid namespace
+        monkeypatch.setattr(gpu_quiet, "process_alive", lambda pid: False)  # as in its pid namespace
         (gpu_quiet._runtime_dir() / f"idle-{busy}").unlink()  # took a job
+        (gpu_quiet._pinned[0] / f"idle-{later}").touch()  # marked itself after the watch began
         watch.sample("w1", "before_timing")
-        assert watch.record_for("w1").other_processes == [busy]
-        assert f"pids [{busy}]" in " ".join(watch.warnings_for("w1"))
+        assert watch.record_for("w1").other_processes == sorted([busy, stale])
+        assert f"pids {sorted([busy, stale])}" in " ".join(watch.warnings_for("w1"))
     finally:
         gpu_quiet._pinned.clear()
 
 
-def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idle(monkeypatch):
+def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_lock(monkeypatch):
     """warm_child._warm_up's GPU path, with the device work itself stubbed (no GPU here)."""
 
     import sol_execbench.platform as platform
@@ -125,14 +142,15 @@ def test_a_warm_child_warms_a_gpu_under_the_exclusive_lock_then_marks_itself_idl
 
     def fake_device_work(info):
         seen["device"] = info.torch_device
+        seen["marked"] = os.getpid() in gpu_quiet.idle_pids()  # marked before it holds a context
         # an evaluation starting now waits: the warm-up holds the device
-        seen["evaluation_warning"] = gpu_quiet.hold_shared(info.index, wait_s=0.1)
+        seen["evaluation_warning"] = gpu_quiet.SharedHold(info.index).take(wait_s=0.1)
 
     monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
                                                                                torch_device="cuda:0"))
     monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
     warm_child._warm_up(None)
-    assert seen["device"] == "cuda:0" and "still warming up" in seen["evaluation_warning"]
+    assert seen["device"] == "cuda:0" and seen["marked"] and "still warming up" in seen["evaluation_warning"]
     assert os.getpid() in gpu_quiet.idle_pids()
-    assert gpu_quiet.hold_shared(0, wait_s=0.5) is None  # the warm-up released the device
+    assert gpu_quiet.SharedHold(0).take(wait_s=0.5) is None  # the warm-up released the device
     gpu_quiet.unmark_idle()

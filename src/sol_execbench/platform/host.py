@@ -182,6 +182,15 @@ class SessionWatch:
         return found
 
 
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` names a live process (a zombie is not), as this process's /proc shows it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
 def session_processes(session_id: int) -> list[int]:
     """Live (not zombie) processes whose session is ``session_id``."""
     return [p.pid for p in process_table().values() if p.session == session_id and p.state not in ("Z", "X")]

@@ -58,6 +58,13 @@ class Context:
     # Destination outputs inside canary bands. Off only for the --sanitize run: there each output
     # must be an allocation of its own exact size, or the memory checker cannot see a write past it.
     guard_outputs: bool = True
+    device_hold: Any = None  # gpu_quiet.SharedHold: taken before the first timed pass
+
+    def hold_device(self) -> None:
+        """Keep warm-pool start-up off the device from now on (``gpu_quiet``); a warning on every
+        later trace where a warm-up held it too long."""
+        if self.device_hold is not None and (warning := self.device_hold.take()) is not None:
+            self.warnings.append(warning)
 
     @property
     def torch_device(self) -> torch.device:

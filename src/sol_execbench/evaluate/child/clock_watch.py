@@ -59,9 +59,12 @@ class ClockWatch:
         self._base = ClockRecord(source=start.source, samples=[self._sample(start, "start")],
                                  partial_reasons=list(start.problems))
         # Taken before the sandbox: later readings run inside it, where no outside process can be
-        # checked for life; a warm child idle now and still marked idle then is still idle.
-        self._idle_at_start = idle_pids()
-        self._others_at_start = _others(start.processes, self._idle_at_start)
+        # checked for life. Marks left by processes gone now are never trusted; a mark made later
+        # (a warm child the pool started since) is a live warm child's.
+        marks = marked_idle()
+        idle_now = idle_pids(marks)
+        self._stale_marks = marks - idle_now
+        self._others_at_start = _others(start.processes, idle_now)
         self._per_workload: dict[str, list[tuple[str, ClockReading]]] = {}
         self._others_seen: dict[str, set[int]] = {}
         self._lock_note: str | None = None
@@ -118,7 +121,7 @@ class ClockWatch:
     def sample(self, uuid: str, when: str) -> None:
         reading = self.reader.read()
         self._per_workload.setdefault(uuid, []).append((when, reading))
-        idle = marked_idle() & self._idle_at_start  # a spare that took a job since is no longer marked
+        idle = marked_idle() - self._stale_marks  # a spare that took a job since is no longer marked
         self._others_seen.setdefault(uuid, set()).update(_others(reading.processes, idle))
 
     def _others_for(self, uuid: str) -> list[int]:

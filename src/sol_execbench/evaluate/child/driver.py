@@ -132,13 +132,13 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     _phase("child started")
     device = use_device(job.get("device"))
     _phase(f"device {device.torch_device} ready")
-    quiet_warning = None
+    device_hold = None
     if not device.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through the interpreter
     else:
-        from .gpu_quiet import hold_shared, pin_runtime_dir
+        from .gpu_quiet import SharedHold, pin_runtime_dir
 
-        quiet_warning = hold_shared(device.index)  # no warm-pool start-up on this GPU while we measure
+        device_hold = SharedHold(device.index)  # no warm-pool start-up on this GPU while we measure
         pin_runtime_dir()  # the pool's idle marks are read between workloads, inside the sandbox (clock_watch)
 
     import torch  # noqa: F401  (after TRITON_INTERPRET is decided)
@@ -210,12 +210,14 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
                   env_hash=job.get("env_hash"),
-                  warnings=list(job.get("warnings", [])) + clock_notes + ([quiet_warning] if quiet_warning else []), watch=watch,
-                  clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)))
+                  warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
+                  clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)), device_hold=device_hold)
     _phase("solution loaded")
     task = job.get("task")  # a profiling task (--profile, --static-evidence) instead of the evaluation
     if task:
         from .profile_calls import profile_workload
+
+        ctx.hold_device()  # a profiling task times from its first call
     for workload in workloads:
         channel.send("start", uuid=workload.uuid)
         outcome = profile_workload(ctx, workload, task, channel) if task else evaluate_workload(ctx, workload)

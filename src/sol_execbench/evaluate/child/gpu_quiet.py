@@ -4,13 +4,20 @@ A warm child's start-up runs kernels and a profiler session on the device. An ev
 its calls at that moment would share the GPU with it: the device time-slices between processes,
 and the pool starts a replacement exactly when it hands a child out. So:
 
-- every evaluation child on a GPU holds a shared lock on a per-device file for its lifetime;
+- every evaluation child on a GPU holds a shared lock on a per-device file from its first timed
+  pass until it exits (its correctness rounds may run beside a warm-up: they time nothing);
 - a warm child takes the exclusive lock around its device warm-up: it waits while evaluations
-  run, and an evaluation that starts meanwhile waits (a second or two) for the warm-up to end.
+  measure, and an evaluation that reaches its timed passes meanwhile waits for the warm-up to end.
 
-An idle warm child still holds a device context, which the driver lists as a process using the
-GPU. It launches nothing until it is handed a job, so it marks itself idle (a file named after
-its pid) and evaluations leave it out of "other processes use this GPU".
+The pool starts a replacement child as it hands one out, so with evaluations back to back the
+replacement's device warm-up falls at the start of the next evaluation: a lock taken at the child's
+start would make that evaluation wait for it (0.75 to 1.1 s on an H100 host) while its solution
+loading and correctness rounds could run.
+
+A warm child holds a device context, which the driver lists as a process using the GPU. Until
+it is handed a job its device work runs only under the exclusive lock, never beside a timed pass,
+so it marks itself idle (a file named after its pid) before its device warm-up, and evaluations
+leave it out of "other processes use this GPU".
 
 The lock and the marks live in the per-user runtime folder of the warm pool; a solution could
 drop its own process's lock, which only lets a warm-up overlap its timing again.
@@ -26,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sol_execbench.platform.host import runtime_dir
+from sol_execbench.platform.host import process_alive, runtime_dir
 
 SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to finish
 EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluations (see exclusive)
@@ -71,16 +78,25 @@ def _open_lock(device_index: int | None) -> int:
     return os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-def hold_shared(device_index: int | None, wait_s: float = SHARED_WAIT_S) -> str | None:
-    """Hold the device's shared lock until this process exits. None, or a warning when a warm-up
-    kept the lock past ``wait_s`` (the evaluation then goes on without it)."""
-    fd = _open_lock(device_index)
-    if _lock(fd, fcntl.LOCK_SH, wait_s):
-        _held.append(fd)
-        return None
-    os.close(fd)
-    return (f"a warm evaluation process was still warming up this GPU after {wait_s:g} s; "
-            "timing went ahead beside it")
+class SharedHold:
+    """The device's shared lock, its file opened now (before the evaluation's sandbox, which may
+    deny opening it) and taken by ``take`` before the first timed pass, then held until exit."""
+
+    def __init__(self, device_index: int | None):
+        self._fd: int | None = _open_lock(device_index)
+
+    def take(self, wait_s: float = SHARED_WAIT_S) -> str | None:
+        """Take the lock (once; later calls do nothing). None, or a warning when a warm-up kept it
+        past ``wait_s`` (the evaluation then goes on without it)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return None
+        if _lock(fd, fcntl.LOCK_SH, wait_s):
+            _held.append(fd)
+            return None
+        os.close(fd)
+        return (f"a warm evaluation process was still warming up this GPU after {wait_s:g} s; "
+                "timing went ahead beside it")
 
 
 @contextlib.contextmanager
@@ -119,16 +135,7 @@ def marked_idle() -> set[int]:
     return {int(name[5:]) for name in names if name.startswith("idle-") and name[5:].isdigit()}
 
 
-def idle_pids() -> set[int]:
-    """Warm children waiting for a job (live processes only: a mark left by a killed one is ignored)."""
-    return {pid for pid in marked_idle() if _alive(pid)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        pass
-    return True
+def idle_pids(marks: set[int] | None = None) -> set[int]:
+    """Warm children waiting for a job among ``marks`` (every mark by default): live processes only,
+    a mark left by a killed one is ignored."""
+    return {pid for pid in (marked_idle() if marks is None else marks) if process_alive(pid)}

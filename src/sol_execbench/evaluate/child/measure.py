@@ -164,6 +164,7 @@ def _watched(ctx: Context, workload: Workload, solution: SideCalls, reference: S
     """``measure`` with the integrity checks, the clock records and the activity watch around it."""
     cfg = ctx.config
     check_integrity(ctx)
+    ctx.hold_device()
     if ctx.clocks is not None:  # before the watch begins: the reading may run nvidia-smi or amd-smi
         ctx.clocks.sample(workload.uuid, "before_timing")
     solution.region = ctx.watch.begin() if ctx.watch is not None else None

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import sol_execbench
-from sol_execbench.platform.host import runtime_dir
+from sol_execbench.platform.host import process_alive, runtime_dir
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
@@ -290,7 +290,7 @@ class PoolServer:
             self._replenish()
             try:
                 while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s \
-                        and (self.owner_pid is None or _alive(self.owner_pid)):
+                        and (self.owner_pid is None or process_alive(self.owner_pid)):
                     ready, _, _ = select.select([listener], [], [], 0.5)
                     if ready:
                         conn, _ = listener.accept()
@@ -318,7 +318,7 @@ class PoolServer:
         it removed nothing) or ``abandoned`` it, remove its staging folder. Only a folder of the
         evaluation's own making: named ``sol-execbench-*``, holding its job file."""
         taker, staging = self.cleanups.pop(pid, (0, ""))
-        if not staging or (_alive(taker) and not abandoned):
+        if not staging or (process_alive(taker) and not abandoned):
             return
         folder = Path(staging)
         if folder.name.startswith("sol-execbench-") and (folder / "job.json").is_file():
@@ -343,14 +343,6 @@ class PoolServer:
             proc.wait()
             Path(sock).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
 
 
 def main(argv: list[str] | None = None) -> None:
