@@ -4,9 +4,11 @@ no process and no staging folder. Real CLI processes, real signals."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,33 @@ def test_kill_9_before_the_job_ends_the_early_child_and_removes_its_folder(tmp_p
     holder.wait(timeout=10)
     assert poll_until(lambda: run_processes(marker) == [], 5.0), run_processes(marker)
     assert poll_until(lambda: not staging.exists(), 5.0)
+
+
+def test_a_socket_left_in_the_runtime_folder_by_a_killed_evaluation_is_removed(tmp_path: Path, monkeypatch):
+    """With a staging path too long for a socket beside it, the socket lies in the runtime folder,
+    outside what the child's supervisor removes: the next early child removes those of evaluations
+    gone, and leaves those of live ones."""
+    from sol_execbench.evaluate.parent.early_child import RUNTIME_SOCKET_PREFIX, EarlyChild
+    from sol_execbench.platform.host import runtime_dir
+
+    for name, value in cli_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    deep = tmp_path / "tmp" / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))  # where mkdtemp puts the staging folder
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = runtime_dir() / f"{RUNTIME_SOCKET_PREFIX}{int(gone.stdout)}-0123456789ab.sock"
+    live = runtime_dir() / f"{RUNTIME_SOCKET_PREFIX}{os.getppid()}-0123456789ab.sock"
+    orphan.touch()
+    live.touch()
+    early = EarlyChild("cpu", keep_staging=False)
+    try:
+        assert early.socket_path.parent == runtime_dir()
+        assert not orphan.exists() and live.exists()
+    finally:
+        early.close()
+        live.unlink()
+    assert not early.socket_path.exists()
 
 
 def test_an_early_child_started_under_another_start_up_environment_gives_way_to_a_fresh_one(tmp_path: Path,

@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sol_execbench.platform.host import kill_session, runtime_dir
+from sol_execbench.platform.host import kill_session, process_alive, runtime_dir
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 from .child_env import (CHILD_STDERR_LOG, CHILD_STDOUT_LOG, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,
@@ -37,6 +37,17 @@ EARLY_SOCKET_ENV = "SOL_EXECBENCH_EARLY_SOCKET"  # read by evaluate/child/early_
 SOCKET_NAME = ".early-child.sock"
 SOCKET_PATH_MAX = 100  # AF_UNIX paths end at 107 bytes; a deep TMPDIR puts the socket in the runtime folder
 SOCKET_WAIT_S = 60.0  # for the child to open its socket (an interpreter start on a loaded machine)
+RUNTIME_SOCKET_PREFIX = "early-"  # early-<pid of the evaluation>-<random>.sock in the runtime folder
+
+
+def _remove_orphaned_sockets() -> None:
+    """Sockets in the runtime folder whose evaluation is gone: one killed before its child took the
+    job (its staging folder goes with the child's supervisor; this socket lies outside it)."""
+    for path in runtime_dir().glob(f"{RUNTIME_SOCKET_PREFIX}*.sock"):
+        pid = path.name[len(RUNTIME_SOCKET_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 class EarlyChild:
@@ -48,7 +59,8 @@ class EarlyChild:
         self.device = device
         self.socket_path = self.staging / SOCKET_NAME
         if len(str(self.socket_path)) > SOCKET_PATH_MAX:
-            self.socket_path = runtime_dir() / f"early-{uuid.uuid4().hex[:12]}.sock"
+            _remove_orphaned_sockets()
+            self.socket_path = runtime_dir() / f"{RUNTIME_SOCKET_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
         self.handed = False  # the job went to it
         self.staging_taken = False  # an evaluation stages into (and removes) the folder
         self._startup = startup_values(dict(os.environ))
