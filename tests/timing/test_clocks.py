@@ -258,10 +258,10 @@ def test_clock_record_and_warnings_for_a_workload():
     warnings = " | ".join(watch.warnings_for("w1"))
     assert "sw_thermal_slowdown" in warnings and "gpu_idle" not in warnings
     assert watch.record_for("other").samples[-1].when == "start"
-    assert watch.shared("w1") is True  # the timing then decides host-bound on the call's own host time
+    assert record.other_processes == [1234, 5678] and "other processes use this GPU" in warnings
     alone = ClockWatch(H100, reader=FakeReader([ClockReading("nvml", processes=[])]))
     alone.sample("w1", "before_timing")
-    assert alone.shared("w1") is False
+    assert alone.record_for("w1").other_processes is None
 
 
 def test_lock_verification_messages(monkeypatch):

@@ -161,10 +161,6 @@ class ClockWatch:
             record.capped_region_ms = round(region_ms, 3)
         return record
 
-    def shared(self, uuid: str) -> bool:
-        """Whether other processes used this GPU at the start or around this workload so far."""
-        return bool(self._others_for(uuid))
-
     def warnings_for(self, uuid: str) -> list[str]:
         warnings = []
         readings = self._per_workload.get(uuid, [])
