@@ -154,3 +154,27 @@ def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_loc
     assert os.getpid() in gpu_quiet.idle_pids()
     assert gpu_quiet.SharedHold(0).take(wait_s=0.5) is None  # the warm-up released the device
     gpu_quiet.unmark_idle()
+
+
+def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until_it_is_over(monkeypatch):
+    """Past its wait for the device, a warm-up runs beside an evaluation's timed passes: it is not
+    marked idle while it does."""
+    import functools
+
+    import sol_execbench.platform as platform
+    from sol_execbench.evaluate.child import warm_child
+
+    seen = {}
+
+    def fake_device_work(info):
+        seen["marked"] = os.getpid() in gpu_quiet.idle_pids()
+
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
+                                                                               torch_device="cuda:0"))
+    monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
+    monkeypatch.setattr(gpu_quiet, "exclusive", functools.partial(gpu_quiet.exclusive, wait_s=0.2))
+    assert gpu_quiet.SharedHold(0).take() is None  # an evaluation measuring on the device
+    warm_child._warm_up(None)
+    assert seen == {"marked": False}
+    assert os.getpid() in gpu_quiet.idle_pids()  # idle once its warm-up is over
+    gpu_quiet.unmark_idle()

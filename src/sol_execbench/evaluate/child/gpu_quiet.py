@@ -16,8 +16,9 @@ loading and correctness rounds could run.
 
 A warm child holds a device context, which the driver lists as a process using the GPU. Until
 it is handed a job its device work runs only under the exclusive lock, never beside a timed pass,
-so it marks itself idle (a file named after its pid) before its device warm-up, and evaluations
-leave it out of "other processes use this GPU".
+so it marks itself idle (a file named after its pid) as it takes that lock, before its context
+exists, and evaluations leave it out of "other processes use this GPU". A warm-up that gave up
+waiting for the lock runs beside timed passes and is marked only once it is over.
 
 The lock and the marks live in the per-user runtime folder of the warm pool; a solution could
 drop its own process's lock, which only lets a warm-up overlap its timing again.

@@ -25,16 +25,18 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
-    if info.is_gpu:
-        # Marked from before its context exists: until it takes a job, its device work runs only
-        # inside the exclusive hold, never beside an evaluation's timed passes (gpu_quiet).
-        gpu_quiet.mark_idle()
     # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet), and an
     # evaluation reaching its timed passes meanwhile waits for it: only device work goes inside.
-    with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext():
+    with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
+        if alone:
+            # Marked before its context exists: no evaluation measures while it holds the device,
+            # and after that it launches nothing until it takes a job. A warm-up that waited too
+            # long runs beside timed passes, and is marked only once it is over.
+            gpu_quiet.mark_idle()
         _warm_device(info)
     if info.is_gpu:
         _warm_clock_reader(info)
+        gpu_quiet.mark_idle()
 
 
 def _import_ahead(info) -> None:
