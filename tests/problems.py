@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sol_execbench.platform.host import process_alive  # noqa: F401  (re-exported: the tests' liveness check)
+
 ADD_REFERENCE = """import torch
 
 def run(a, b):
@@ -48,15 +50,6 @@ def write_problem(root: Path, definition: dict, wls: list[dict], sol: dict | Non
     if sol is not None:
         (root / "solution.json").write_text(json.dumps(sol, indent=1))
     return root
-
-
-def process_alive(pid: int) -> bool:
-    """Whether the process exists and is not a zombie (an unreaped exit counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 # -- running the command line as its own process (lifecycle tests: real signals, real files) --------

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from sol_execbench.cli.main import _register, cli
-from sol_execbench.evaluate.parent.warm_pool import pool_status
-from sol_execbench.platform.host import session_processes
+from sol_execbench.evaluate.parent.warm_pool import CHILD_SOCKET_PREFIX, pool_status, start_pool
+from sol_execbench.platform.host import runtime_dir, session_processes
 from sol_execbench.platform.lifetime import child_pids
 
 from .problems import (KILLS_PARENT, cli_problem, kill_after_first_trace, poll_until, process_alive, run_processes,
@@ -23,13 +23,20 @@ _register()
 
 
 def test_kill_9_of_the_pool_ends_its_warm_children(warm_pool):
+    """Their sockets stay behind in the runtime folder until the next pool starts there."""
     children = child_pids(warm_pool.pid)
     assert children
+    sockets = list(runtime_dir().glob(f"{CHILD_SOCKET_PREFIX}{warm_pool.pid}-*.sock"))
+    assert sockets
     os.kill(warm_pool.pid, signal.SIGKILL)
     warm_pool.wait(timeout=10)
     assert poll_until(lambda: not any(process_alive(pid) for pid in children), 5.0), "a warm child outlived its pool"
     result = CliRunner().invoke(cli, ["worker", "stop"])
     assert "no warm pool was running" in result.output
+    assert all(path.exists() for path in sockets)
+    start_pool(None, spares=1, idle_timeout_s=60)
+    assert poll_until(lambda: pool_status(None) is not None, 60.0)
+    assert not any(path.exists() for path in sockets)
 
 
 def test_worker_stop_says_whether_a_pool_was_running(warm_pool):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -10,6 +11,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,22 @@ def runtime_dir() -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
+
+
+def runtime_socket(prefix: str) -> Path:
+    """A new socket path in the runtime folder named after this process
+    (``<prefix><pid>-<random>.sock``), so that ``remove_orphaned_sockets`` knows whose it is."""
+    return runtime_dir() / f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
+
+
+def remove_orphaned_sockets(prefix: str) -> None:
+    """Sockets named by ``runtime_socket(prefix)`` whose process is gone: it was killed before it
+    could remove them."""
+    for path in runtime_dir().glob(f"{prefix}*.sock"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def cache_root() -> Path:

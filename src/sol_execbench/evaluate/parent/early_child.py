@@ -24,10 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from sol_execbench.platform.host import kill_session, process_alive, runtime_dir
+from sol_execbench.platform.host import kill_session, remove_orphaned_sockets, runtime_socket
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 from .child_env import (CHILD_STDERR_LOG, CHILD_STDOUT_LOG, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,
@@ -40,16 +39,6 @@ SOCKET_WAIT_S = 60.0  # for the child to open its socket (an interpreter start o
 RUNTIME_SOCKET_PREFIX = "early-"  # early-<pid of the evaluation>-<random>.sock in the runtime folder
 
 
-def _remove_orphaned_sockets() -> None:
-    """Sockets in the runtime folder whose evaluation is gone: one killed before its child took the
-    job (its staging folder goes with the child's supervisor; this socket lies outside it)."""
-    for path in runtime_dir().glob(f"{RUNTIME_SOCKET_PREFIX}*.sock"):
-        pid = path.name[len(RUNTIME_SOCKET_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-
 class EarlyChild:
     """A child waiting for its job, and the staging folder it was started in (the evaluation stages
     into that folder)."""
@@ -59,8 +48,9 @@ class EarlyChild:
         self.device = device
         self.socket_path = self.staging / SOCKET_NAME
         if len(str(self.socket_path)) > SOCKET_PATH_MAX:
-            _remove_orphaned_sockets()
-            self.socket_path = runtime_dir() / f"{RUNTIME_SOCKET_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
+            # Outside the staging folder its supervisor removes: the next one removes those left.
+            remove_orphaned_sockets(RUNTIME_SOCKET_PREFIX)
+            self.socket_path = runtime_socket(RUNTIME_SOCKET_PREFIX)
         self.handed = False  # the job went to it
         self.staging_taken = False  # an evaluation stages into (and removes) the folder
         self._startup = startup_values(dict(os.environ))

@@ -26,13 +26,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import sol_execbench
-from sol_execbench.platform.host import process_alive, runtime_dir
+from sol_execbench.platform.host import process_alive, remove_orphaned_sockets, runtime_socket
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
@@ -41,6 +40,8 @@ from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, p
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
+
+CHILD_SOCKET_PREFIX = "child-"  # child-<pid of the pool>-<random>.sock in the runtime folder
 
 
 def source_stamp(root: Path) -> str:
@@ -203,7 +204,7 @@ class PoolServer:
         self.life_read, self._life_write = os.pipe()  # the write end closes only when the pool dies
 
     def _spawn(self) -> None:
-        path = str(runtime_dir() / f"child-{uuid.uuid4().hex[:12]}.sock")
+        path = str(runtime_socket(CHILD_SOCKET_PREFIX))
         env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.child.warm_child"] + ([self.device] if self.device else [])
         # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
@@ -283,6 +284,7 @@ class PoolServer:
         path = server_socket_path(self.device)
         if path.exists():
             path.unlink()
+        remove_orphaned_sockets(CHILD_SOCKET_PREFIX)  # of a pool killed outright, whose children then ended
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(str(path))
             os.chmod(path, 0o600)
