@@ -202,11 +202,8 @@ class SessionWatch:
 
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` names a live process (a zombie is not), as this process's /proc shows it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
+    info = _read_stat(pid)
+    return info is not None and info.state not in ("Z", "X")
 
 
 def session_processes(session_id: int) -> list[int]:

@@ -318,9 +318,8 @@ def _seen_and_new_untimed(ctx: Context, workload: Workload, blobs: dict[str, tor
     """Unprofiled calls in pairs, a bank set (contents the solution has seen, at a new address) and
     a set with contents no call has had (made as the audit sets are): wall ms of each. Both sets of
     a pair are made before either call, and which goes first alternates, so the two kinds of call
-    differ in their contents and nothing else (on a GPU shared with other processes, an honest
-    kernel of 2.5 us read 0.3 ms slower on each new set, made right before its call: see
-    docs/validation.md). A cache keyed by contents is slower on new sets in either place."""
+    differ in their contents and nothing else: a cache keyed by contents is slower on new sets in
+    either place, while what follows the making of a set, or the other call, falls on both kinds."""
     seen, new = [], []
     try:
         for k in range(CACHE_RECHECK_PAIRS):

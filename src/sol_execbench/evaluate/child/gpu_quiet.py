@@ -10,9 +10,8 @@ and the pool starts a replacement exactly when it hands a child out. So:
   measure, and an evaluation that reaches its timed passes meanwhile waits for the warm-up to end.
 
 The pool starts a replacement child as it hands one out, so with evaluations back to back the
-replacement's device warm-up falls at the start of the next evaluation: a lock taken at the child's
-start would make that evaluation wait for it (0.75 to 1.1 s on an H100 host) while its solution
-loading and correctness rounds could run.
+replacement's device warm-up falls at the start of the next evaluation, which loads its solution
+and runs its correctness rounds meanwhile instead of waiting for it.
 
 A warm child holds a device context, which the driver lists as a process using the GPU. Until
 it is handed a job its device work runs only under the exclusive lock, never beside a timed pass,

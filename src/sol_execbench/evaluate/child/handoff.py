@@ -57,8 +57,6 @@ def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:
     os.chdir(os.path.dirname(job_path))
 
 
-
-
 def import_for_job(device: Any) -> None:
     """What ``run_job`` imports for a job, and on a GPU the profiler its device pass starts: imports
     that need no job, made while the child waits for one."""

@@ -27,16 +27,17 @@ def _warm_up(device_spec: str | None) -> None:
     _import_ahead(info)
     # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet), and an
     # evaluation reaching its timed passes meanwhile waits for it: only device work goes inside.
+    # Idle (gpu_quiet's mark) from before its context exists where it has the device to itself:
+    # no evaluation measures meanwhile, and it launches nothing after. Where it gave up waiting
+    # for that, its warm-up runs beside timed passes, and it is idle only once the warm-up is over.
     with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
         if alone:
-            # Marked before its context exists: no evaluation measures while it holds the device,
-            # and after that it launches nothing until it takes a job. A warm-up that waited too
-            # long runs beside timed passes, and is marked only once it is over.
             gpu_quiet.mark_idle()
         _warm_device(info)
     if info.is_gpu:
         _warm_clock_reader(info)
-        gpu_quiet.mark_idle()
+        if not alone:
+            gpu_quiet.mark_idle()
 
 
 def _import_ahead(info) -> None:

@@ -4,7 +4,9 @@ this one stays light, so that the command line can start a child before its own 
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from pathlib import Path
 
 from sol_execbench.platform.host import runtime_dir, use_bytecode_cache
@@ -51,3 +53,18 @@ def pool_file(device: str | None, suffix: str) -> Path:
 
 def server_socket_path(device: str | None) -> Path:
     return pool_file(device, "sock")
+
+
+def send_job(socket_path: str | Path, job_path: Path, env: dict[str, str], fds: list[int], answer: bool) -> bool:
+    """Hand a child waiting on ``socket_path`` (``evaluate/child/handoff.py``) its job file, the
+    environment and the descriptors (channel, stdout's log, stderr's log); with ``answer``, wait
+    for its "ok". Whether it was sent (and answered)."""
+    message = json.dumps({"job": str(job_path), "env": env}).encode()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(str(socket_path))
+            socket.send_fds(conn, [message], fds)
+            return conn.recv(16) == b"ok" if answer else True
+    except OSError:
+        return False

@@ -16,10 +16,8 @@ This module stays light (no pydantic, no torch): the command line imports it bef
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from sol_execbench.platform.host import kill_session, remove_orphaned_sockets, r
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 from .child_env import (CHILD_STDERR_LOG, CHILD_STDOUT_LOG, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,
-                        SUPERVISOR_PARENT_ENV, child_environment, startup_values)
+                        SUPERVISOR_PARENT_ENV, child_environment, send_job, startup_values)
 
 EARLY_SOCKET_ENV = "SOL_EXECBENCH_EARLY_SOCKET"  # read by evaluate/child/early_child.py
 SOCKET_NAME = ".early-child.sock"
@@ -78,16 +76,8 @@ class EarlyChild:
             time.sleep(0.005)
         # The staging folder's removal is the supervisor's, as for a fresh child, which never sees the variable.
         job_env = {name: value for name, value in env.items() if name != STAGING_CLEANUP_ENV}
-        message = json.dumps({"job": str(job_path), "env": job_env}).encode()
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(10)
-                conn.connect(str(self.socket_path))
-                socket.send_fds(conn, [message], fds)
-        except OSError:
-            return False
-        self.handed = True
-        return True
+        self.handed = send_job(self.socket_path, job_path, job_env, fds, answer=False)
+        return self.handed
 
     def discard(self) -> None:
         """End the child if it never got its job (its whole session: the supervisor and the child)."""

@@ -35,7 +35,7 @@ from sol_execbench.platform.host import process_alive, remove_orphaned_sockets, 
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
-                        server_socket_path, startup_values)
+                        send_job, server_socket_path, startup_values)
 
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
@@ -108,15 +108,7 @@ def take_warm_child(device: str | None, env: dict[str, str], wait_s: float = 20.
 
 def hand_job(child: WarmChild, job_path: Path, env: dict[str, str], fds: list[int]) -> bool:
     """Give the child its job, the invoker's environment and the channel and log descriptors."""
-    message = json.dumps({"job": str(job_path), "env": env}).encode()
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(10)
-            conn.connect(child.socket_path)
-            socket.send_fds(conn, [message], fds)
-            return conn.recv(16) == b"ok"
-    except OSError:
-        return False
+    return send_job(child.socket_path, job_path, env, fds, answer=True)
 
 
 def wait_exit_code(child: WarmChild, timeout: float) -> int | None:
