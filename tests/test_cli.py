@@ -125,6 +125,35 @@ def test_traces_carry_the_environment_hash_and_the_snapshot_sidecar(problem: Pat
     assert trace["evaluation"]["env_hash"] == snapshot_hash(snapshot)
 
 
+def test_the_environment_hash_computed_beside_the_run_stamps_every_trace(problem: Path, tmp_path: Path,
+                                                                          monkeypatch):
+    """Without the sidecar the hash is computed on a thread while the evaluation runs (an empty
+    cache: a full probe); every trace still carries it, the same the host cache keeps."""
+    monkeypatch.delenv("SOLEXECBENCH_ENV_SNAPSHOT", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "traces.jsonl"
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    from sol_execbench.envprobe.hashing import host_cached_environment_hash
+
+    hashes = {json.loads(line)["evaluation"]["env_hash"] for line in out.read_text().splitlines()}
+    assert hashes == {host_cached_environment_hash()} and None not in hashes
+
+
+def test_an_environment_hash_that_fails_leaves_traces_without_one():
+    from concurrent.futures import Future
+
+    from sol_execbench.evaluate import EvalOptions
+
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("probe broke"))
+    assert EvalOptions(env_hash=failed).environment_hash() is None
+    done: Future = Future()
+    done.set_result("abc")
+    assert EvalOptions(env_hash=done).environment_hash() == "abc"
+    assert EvalOptions(env_hash="def").environment_hash() == "def"
+
+
 @pytest.mark.parametrize("flag,value,words", [
     ("--device", "bogus", "'bogus' is not a device"),
     ("--device", "cuda:x", "'cuda:x' is not a device"),

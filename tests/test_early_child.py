@@ -150,3 +150,45 @@ def test_an_early_child_that_fits_runs_the_api_evaluation(tmp_path: Path, monkey
     assert early.handed and early.proc.returncode == 0
     assert not early.staging.exists()
 
+
+
+def _driver_utility_keys(cache: Path) -> set[str]:
+    """The Triton cache entries holding driver utilities (cuda_utils, hip_utils)."""
+    return {entry.name for entry in cache.iterdir() if entry.is_dir()
+            and any(f.name.startswith(("cuda_utils", "hip_utils")) for f in entry.iterdir())} if cache.is_dir() else set()
+
+
+def test_no_triton_driver_build_for_a_cpu_evaluation(tmp_path: Path, monkeypatch):
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+
+    for name, value in cli_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    early = EarlyChild("cpu", keep_staging=False)
+    try:
+        early.build_triton_driver()
+        assert early._triton_build is None
+    finally:
+        early.close()
+    assert not early.staging.exists()
+
+
+@pytest.mark.gpu
+def test_triton_driver_utilities_built_ahead_are_those_the_child_looks_up(tmp_path: Path):
+    """Built by the harness beside the early child, under the key a process of the run's own
+    environment computes for them: its first Triton kernel finds them in the cache."""
+    pytest.importorskip("triton")
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+
+    early = EarlyChild(None, keep_staging=False)
+    try:
+        early.build_triton_driver()
+        assert early._triton_build is not None and early._triton_build.wait(timeout=300) == 0
+        ahead = _driver_utility_keys(early.staging / "run" / "triton")
+    finally:
+        early.close()
+    assert len(ahead) == 1
+    own = tmp_path / "triton"
+    subprocess.run([sys.executable, "-c", "import torch, triton; torch.zeros(1, device='cuda'); "
+                    "triton.runtime.driver.active.utils"],
+                   env=dict(os.environ, TRITON_CACHE_DIR=str(own)), check=True, timeout=300)
+    assert _driver_utility_keys(own) == ahead

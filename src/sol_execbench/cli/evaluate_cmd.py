@@ -108,6 +108,8 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     except FormatError as exc:
         err.print(f"[red]error:[/red] {exc.path}: {exc.message}", highlight=False)
         sys.exit(2)
+    if early is not None and _uses_triton(problem):
+        early.build_triton_driver()
     if lock_clocks:
         problem.config.lock_clocks = True
     isolation_mode = _check_isolation(isolation, err)
@@ -164,6 +166,13 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     sys.exit(0 if all(t.evaluation.status.value == "PASSED" for t in traces) else 1)
 
 
+def _uses_triton(problem) -> bool:
+    """Whether the solution is a Triton one or the reference uses Triton (a guess that only decides
+    whether Triton's driver utilities are built ahead, see ``EarlyChild.build_triton_driver``)."""
+    return any(language.value == "triton" for language in problem.solution.spec.languages) \
+        or "triton" in problem.definition.reference
+
+
 def _diagnostics(problem, options, traces, profile: str, profile_calls: int, static_evidence: str, err: Console) -> None:
     """--profile and --static-evidence: sidecars after the traces; they never change the exit code."""
     from sol_execbench.profiling import Diagnostics, run_diagnostics
@@ -192,15 +201,38 @@ def _check_isolation(isolation: str, err: Console):
 
 
 def _environment_facts(options, output: Path | None, err: Console) -> None:
-    """Hand the environment hash down to the traces; write the snapshot sidecar when asked."""
+    """Hand the environment hash down to the traces; write the snapshot sidecar when asked.
+
+    The hash is computed beside the evaluation: on a host's first run (or after a reboot or a
+    package change) it probes the environment, torch's import included, which the child's start-up
+    need not wait for. The traces are stamped with it as they arrive."""
     from sol_execbench.envprobe.hashing import host_cached_environment_hash
     from sol_execbench.envprobe.sidecar import sidecar_path, write_snapshot_sidecar
 
-    options.env_hash = host_cached_environment_hash()
-    if sidecar_path(output) is not None:
-        written = write_snapshot_sidecar(output)
-        if written:
-            err.print(f"environment snapshot written to {written}", highlight=False)
+    if sidecar_path(output) is None:
+        options.env_hash = _beside(host_cached_environment_hash)
+        return
+    options.env_hash = host_cached_environment_hash()  # the snapshot is probed here anyway
+    written = write_snapshot_sidecar(output)
+    if written:
+        err.print(f"environment snapshot written to {written}", highlight=False)
+
+
+def _beside(compute):
+    """``compute()`` on a thread of its own, as a Future."""
+    import threading
+    from concurrent.futures import Future
+
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(compute())
+        except BaseException as exc:  # noqa: BLE001  (the Future carries it to whoever waits)
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="environment-hash", daemon=True).start()
+    return future
 
 
 def _open_output(output: Path | None, inputs: list[Path], problem, err: Console):

@@ -49,7 +49,6 @@ class Context:
     build: BuildRecord
     integrity: guards.IntegritySnapshot
     dump_dir: Path | None = None
-    env_hash: str | None = None
     flusher: Any = None  # timing.L2Flusher, made on first use
     jit_pending: bool = True
     warnings: list[str] = field(default_factory=list)

@@ -209,7 +209,6 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   dps=solution.spec.destination_passing_style, reference_fn=reference.run, custom_inputs_fn=custom,
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
-                  env_hash=job.get("env_hash"),
                   warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
                   clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)), device_hold=device_hold)
     _phase("solution loaded")

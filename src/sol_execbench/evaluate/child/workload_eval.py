@@ -32,7 +32,7 @@ def make_trace(ctx: Context, workload: Workload, status: S, log: str = "", corre
             update={"clocks": ctx.clocks.record_for(workload.uuid) if ctx.clocks is not None else None}),
         correctness=correctness, performance=performance,
         device=DeviceRecord(vendor=dev.vendor, index=dev.index, name=dev.name, arch=dev.arch),
-        build=ctx.build, env_hash=ctx.env_hash, warnings=list(ctx.warnings) + list(warnings or []),
+        build=ctx.build, warnings=list(ctx.warnings) + list(warnings or []),
     )
     return Trace(definition=ctx.definition.name, workload=workload, solution=ctx.solution_name, evaluation=evaluation)
 

@@ -11,6 +11,7 @@ import stat
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +39,7 @@ SIDECAR_MESSAGE_BYTES = 4000
 SIDECAR_MAX_RUNS = 10
 SIDECAR_KEEP_FILES = 50
 SIDECAR_KEEP_AGE_S = 7 * 24 * 3600
+ENV_HASH_WAIT_S = 60.0  # for an environment hash computed beside the run; a probe that takes longer gives none
 
 
 def default_memory_limit() -> int | None:
@@ -55,7 +57,9 @@ class EvalOptions:
     keep_staging: bool = False
     memory_limit_bytes: int | None = field(default_factory=default_memory_limit)
     dump_failures: Path | None = None
-    env_hash: str | None = None
+    # The environment hash stamped on every trace, or its computation running beside the run (a
+    # host's first probe imports torch: seconds the child's start-up need not wait for).
+    env_hash: str | Future[str | None] | None = None
     output_path: Path | None = None  # where -o writes; the no-trace sidecar goes beside it
     use_build_cache: bool = True
     # A build of these same sources that failed already (the dataset pipeline's prebuild): every
@@ -77,6 +81,15 @@ class EvalOptions:
     # A child the caller started before the job (the command line, ``early_child``): the evaluation
     # stages into its folder, and its first child is this one where it fits.
     early_child: EarlyChild | None = None
+
+    def environment_hash(self) -> str | None:
+        """``env_hash``, waiting for one being computed (None if that fails or takes too long)."""
+        if not isinstance(self.env_hash, Future):
+            return self.env_hash
+        try:
+            return self.env_hash.result(timeout=ENV_HASH_WAIT_S)
+        except Exception:  # noqa: BLE001  (a hash is a convenience; never fail an evaluation for it)
+            return None
 
 
 @dataclass
@@ -100,6 +113,8 @@ class _State:
             self._add(trace)
 
     def _add(self, trace: Trace) -> None:
+        if trace.evaluation is not None:
+            trace.evaluation.env_hash = self.options.environment_hash()  # the parent's, whatever a child wrote
         report = self.sanitizer.get(trace.workload.uuid)
         if report is not None and trace.evaluation is not None:
             trace.evaluation.sanitizer = report
@@ -113,7 +128,7 @@ class _State:
     def fail(self, workload: Workload, status: S, log: str) -> None:
         evaluation = Evaluation(status=status, environment=Environment(hardware=self.hardware or _host_hardware()),
                                 timestamp=datetime.now(timezone.utc).isoformat(), log=log, device=self.device,
-                                env_hash=self.options.env_hash, warnings=list(self.options.warnings),
+                                warnings=list(self.options.warnings),
                                 isolation=self.isolation)
         self.add(Trace(definition=self.definition.name, workload=workload, solution=self.solution.name,
                        evaluation=evaluation))
@@ -217,7 +232,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     job: dict[str, Any] = {
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
-        "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None, "env_hash": opts.env_hash,
+        "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None,
         "warnings": [*opts.warnings, *outcome.warnings], "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
