@@ -169,8 +169,9 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
 def _uses_triton(problem) -> bool:
     """Whether the solution is a Triton one or the reference uses Triton (a guess that only decides
     whether Triton's driver utilities are built ahead, see ``EarlyChild.build_triton_driver``)."""
-    return any(language.value == "triton" for language in problem.solution.spec.languages) \
-        or "triton" in problem.definition.reference
+    from sol_execbench.schema import Language
+
+    return Language.TRITON in problem.solution.spec.languages or "triton" in problem.definition.reference
 
 
 def _diagnostics(problem, options, traces, profile: str, profile_calls: int, static_evidence: str, err: Console) -> None:

@@ -11,7 +11,7 @@ and the pool starts a replacement exactly when it hands a child out. So:
 
 The pool starts a replacement child as it hands one out, so with evaluations back to back the
 replacement's device warm-up falls at the start of the next evaluation, which loads its solution
-and runs its correctness rounds meanwhile instead of waiting for it.
+and runs its correctness rounds meanwhile.
 
 A warm child holds a device context, which the driver lists as a process using the GPU. Until
 it is handed a job its device work runs only under the exclusive lock, never beside a timed pass,

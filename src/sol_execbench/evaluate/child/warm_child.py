@@ -25,11 +25,10 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
-    # Device work waits until no evaluation is measuring on this GPU (see gpu_quiet), and an
-    # evaluation reaching its timed passes meanwhile waits for it: only device work goes inside.
-    # Idle (gpu_quiet's mark) from before its context exists where it has the device to itself:
-    # no evaluation measures meanwhile, and it launches nothing after. Where it gave up waiting
-    # for that, its warm-up runs beside timed passes, and it is idle only once the warm-up is over.
+    # Device work runs under the device's exclusive lock (gpu_quiet): no evaluation times calls
+    # meanwhile, and one reaching its timed passes waits for it. Holding the lock, the child marks
+    # itself idle before its context exists: it launches nothing after the warm-up. Without the
+    # lock (the wait ran out) its warm-up may overlap timed passes, so it is marked after it.
     with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
         if alone:
             gpu_quiet.mark_idle()
