@@ -51,11 +51,20 @@ def _cut(record: TimingRounds, host_rounds: dict[str, int]) -> tuple[paired.Side
     return sides["reference"], sides["solution"]
 
 
+def _pass_rounds(record: TimingRounds) -> int:
+    """Rounds of one pass: a side's host pass begins right after the calls of its first device pass
+    (a second device pass, where one ran, comes after the host pass)."""
+    side = record.sides[0]
+    if side.device_call_indices and side.host_call_indices:
+        return side.host_call_indices[0] - side.device_call_indices[0]
+    return len(side.device_ms)
+
+
 def replay(record: TimingRounds, precision: float, factor: int) -> dict[str, Any]:
     """The record as the rule at ``precision`` and ``factor`` would have left it: a row as
     ``aa.py`` makes one from a trace, and the host rounds it used. As in a run, each batch of added
     rounds goes to the sides ``paired.extended_sides`` names."""
-    base = len(record.sides[0].device_ms)
+    base = _pass_rounds(record)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
     limit = {name: min(n, factor * base) for name, n in recorded.items()}
     counts = {name: min(base, n) for name, n in recorded.items()}

@@ -50,7 +50,8 @@ import torch  # noqa: E402
 from fidelity_cases import CASES, PLAIN_LOOP_CASES  # noqa: E402
 from fidelity_ncu import ncu_child, ncu_ground_truth, parse_ncu_csv, parse_ncu_gpc_ms  # noqa: E402,F401
 from sol_execbench.evaluate.child.clock_watch import device_uuid  # noqa: E402
-from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, activity, cupti_tsc, measure  # noqa: E402
+from sol_execbench.evaluate.child.timing import (FreshArgs, L2Flusher, SideCalls, TimingPlan, activity, cupti_tsc, measure,  # noqa: E402
+                                                  rounds_per_pass)
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, SETUP_RANGE  # noqa: E402
 from sol_execbench.evaluate.child.timing.statistics import host_time_ms  # noqa: E402
 from sol_execbench.platform import current  # noqa: E402
@@ -85,7 +86,8 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
     median and what the SideMeasurement says beside it, per call lists included."""
     device = current()
     side = SideCalls("solution", fn, FreshArgs([values], slots=warmup + 2 * iterations + 2))
-    m = measure(side, None, TimingPlan(warmup=warmup, rounds=iterations, device=device, flusher=L2Flusher(device),
+    m = measure(side, None, TimingPlan(warmup=warmup, rounds=rounds_per_pass(iterations, device.is_gpu), device=device,
+                                       flusher=L2Flusher(device),
                                        method=method, cooldown=cooldown, allowance_ms=ALLOWANCE_MS))
     s = m.solution
     clocks = sorted(s.sm_clock_mhz)

@@ -18,7 +18,8 @@ ROUNDS = 50
 
 def _side(name: str, device_ms: float, host_ms: list[float]) -> SideRounds:
     return SideRounds(name=name, instrument="device", device_ms=[device_ms] * ROUNDS, host_ms=host_ms,
-                      device_call_indices=list(range(ROUNDS)), host_call_indices=list(range(len(host_ms))),
+                      device_call_indices=list(range(ROUNDS)),
+                      host_call_indices=list(range(ROUNDS, ROUNDS + len(host_ms))),  # the host pass follows
                       sync_floor_ms=0.005, launch_allowance_ms=0.1, latency_ms=device_ms)
 
 
@@ -77,3 +78,13 @@ def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds
     row = aa_replay.replay(record, 0.0125, 12)
     solution_rounds = row["host_rounds"] - ROUNDS  # the reference keeps its 50
     assert ROUNDS < solution_rounds < 600 and solution_rounds % ROUNDS == 0
+
+
+def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_a_second_device_pass():
+    """A record whose device spans hold a second device pass (after the host pass): the host
+    rounds are replayed in batches of one pass's rounds, not of all device spans."""
+    first = _side("solution", 0.03, [0.15] * ROUNDS)
+    assert aa_replay._pass_rounds(TimingRounds(definition="aa", workload="w", sides=[first])) == ROUNDS
+    second = first.model_copy(update={"device_ms": [0.03] * 2 * ROUNDS,
+                                      "device_call_indices": list(range(ROUNDS)) + list(range(2 * ROUNDS, 3 * ROUNDS))})
+    assert aa_replay._pass_rounds(TimingRounds(definition="aa", workload="w", sides=[second])) == ROUNDS

@@ -68,6 +68,17 @@ def _sides(fn, reference_fn=None, keeper=None):
     return solution, reference
 
 
+def _stops_computing_after(calls: int):
+    """x + y for its first ``calls`` calls, then zeros without computing."""
+    made = [0]
+
+    def run(x, y):
+        made[0] += 1
+        return x + y if made[0] <= calls else torch.zeros_like(x)
+
+    return run
+
+
 def _measure(fake_gpu, fn, keeper=None, method="device", reference_fn=None):
     solution, reference = _sides(fn, reference_fn, keeper)
     plan = TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu), method=method,
@@ -311,9 +322,15 @@ def test_only_a_side_whose_host_time_may_set_its_latency_runs_the_added_host_rou
         time.sleep(next(delays))
         return x + y
 
-    m = _measure(fake_gpu, uneven_host)
+    solution, reference = _sides(uneven_host)
+    asked = []
+    solution.audit_ahead = lambda count: asked.append(count) or CallKeeper(solution.fresh.calls_made)
+    m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
+                                                allowance_ms=ALLOWANCE_MS))
     assert m.solution.host_bound and not m.reference.host_bound
     assert len(m.reference.host_ms) == ROUNDS < len(m.solution.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
+    # each batch of added rounds was announced to the solution's audit planner, and its keeper kept a call
+    assert sum(asked) == len(m.solution.host_ms) - ROUNDS and all(k.kept is not None for k in solution.keepers)
     assert m.speedup.rounds == ROUNDS and m.speedup.low <= m.speedup.point <= m.speedup.high
     assert m.speedup.point == pytest.approx(m.reference.latency_ms / m.solution.latency_ms)
 
@@ -389,3 +406,43 @@ def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(f
     assert min(gaps) >= device_wait_s * (1 + cooldown) * 0.95
     if cooldown:
         assert len(gaps) < 0.1 / (device_wait_s * (1 + cooldown) * 0.95)
+
+
+def test_a_second_device_pass_runs_after_the_host_pass_where_the_device_rounds_leave_the_speedup_imprecise(
+        fake_gpu, monkeypatch):
+    """Kernels of 1.0 to 1.2 ms at random: six rounds leave the speedup known to a few percent, so a
+    second device pass of as many rounds follows the host pass; the audited call planned in the
+    host pass stays where it was."""
+    import random
+
+    real, pick = activity.from_kineto, random.Random(3)
+
+    def from_kineto(events):
+        records = real(events)
+        added = [Activity("kernel", "gemm", r.start_ns + 500, r.start_ns + 500 + pick.randrange(1_000_000, 1_200_000),
+                          linked=r.correlation)
+                 for r in records if r.kind == "user_annotation" and r.name.startswith(CALL_RANGE + "#")]
+        return records + added
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    keeper = CallKeeper(2 + ROUNDS + 1)  # the host pass's second call
+    solution, reference = _sides(_stops_computing_after(2 + 2 * ROUNDS), keeper=keeper)
+    asked = []
+    solution.audit_ahead = lambda count: asked.append(count) or CallKeeper(solution.fresh.calls_made + count - 1)
+    m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
+                                                allowance_ms=ALLOWANCE_MS))
+    assert len(m.solution.device_ms) == len(m.reference.device_ms) == 2 * ROUNDS
+    assert m.solution.device_call_indices == tuple(range(2, 2 + ROUNDS)) + tuple(range(2 + 2 * ROUNDS, 2 + 3 * ROUNDS))
+    assert m.solution.host_call_indices == tuple(range(2 + ROUNDS, 2 + 2 * ROUNDS))
+    assert keeper.kept is not None and m.suspicious == ()
+    assert all(1.0 <= d <= 1.2 for d in m.solution.device_ms)
+    # the second pass was announced to the solution's audit planner, whose keeper saw its last call:
+    # a solution that stopped computing after the planned passes is seen there
+    (late,) = [k for k in solution.keepers if k is not keeper]
+    assert asked == [ROUNDS] and late.call_index == 2 + 3 * ROUNDS - 1 and torch.all(late.kept == 0)
+
+
+def test_steady_device_rounds_get_no_second_device_pass(fake_gpu, monkeypatch):
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000))
+    m = _measure(fake_gpu, lambda x, y: x + y)
+    assert len(m.solution.device_ms) == len(m.reference.device_ms) == ROUNDS

@@ -55,7 +55,7 @@ def test_the_clock_probe_reads_the_sm_clock_nvml_reports(gpu):
     m = _time(lambda x, y: x + y, _vectors(), gpu)
     nvml = ClockReader(gpu.vendor, gpu.index, device_uuid(gpu)).read()
     clocks = m.solution.sm_clock_mhz
-    assert len(clocks) == 20
+    assert len(clocks) == len(m.solution.device_ms) >= 20  # one per device-pass call (a second pass: more)
     if nvml.sm_mhz is None:
         pytest.skip(f"NVML gave no SM clock: {nvml.problems}")
     median = sorted(clocks)[len(clocks) // 2]

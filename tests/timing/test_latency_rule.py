@@ -277,3 +277,73 @@ def test_a_lone_host_set_side_stops_at_the_lone_side_precision():
     assert not paired.host_rounds_wanted(one, device_set)
     assert host_speedup_se(one.spans, other.spans, MARGIN) > paired.SPEEDUP_PRECISION
     assert paired.host_rounds_wanted(one, other)
+
+
+def _measured_pair(ref_device, sol_device, host_ms, floor=0.004):
+    names = ("reference", "solution")
+    dev = DevicePass("device", {"reference": list(ref_device), "solution": list(sol_device)},
+                     {n: list(range(len(sol_device))) for n in names})
+    host = HostPass(floor, {n: [h + floor for h in host_ms] for n in names}, {n: list(range(len(host_ms))) for n in names})
+    return _side("solution", dev, host, ALLOWANCE_MS), _side("reference", dev, host, ALLOWANCE_MS)
+
+
+def test_iterations_are_split_over_the_two_passes_in_even_rounds():
+    assert paired.rounds_per_pass(50, gpu=True) == 26
+    assert paired.rounds_per_pass(20, gpu=True) == 10
+    assert paired.rounds_per_pass(1, gpu=True) == 2
+    assert paired.rounds_per_pass(50, gpu=False) == 50  # the CPU's only pass is the host pass
+    assert paired.rounds_per_pass(3, gpu=False) == 3
+
+
+def test_a_second_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup_imprecise():
+    rng = np.random.default_rng(8)
+    # 1.4 us kernels read in steps of 32 ns: the median of 26 moves by a step (2.3%)
+    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=(2, 26)).ravel()]
+    sol, ref = _measured_pair(quantised[:26], quantised[26:], [0.02] * 26)
+    se = statistics.device_speedup_se(sol.spans, ref.spans)
+    assert se > paired.DEVICE_SPEEDUP_PRECISION and paired.device_rounds_wanted(sol, ref)
+    # four times the rounds halve it
+    many = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=(2, 104)).ravel()]
+    sol4, ref4 = _measured_pair(many[:104], many[104:], [0.02] * 104)
+    assert statistics.device_speedup_se(sol4.spans, ref4.spans) < se * 0.75
+    # a 1 ms kernel spread by 0.1%: precise after one pass
+    steady = list(1.0 + 0.001 * rng.standard_normal(52))
+    sol, ref = _measured_pair(steady[:26], steady[26:], [0.2] * 26)
+    assert statistics.device_speedup_se(sol.spans, ref.spans) < 0.001 and not paired.device_rounds_wanted(sol, ref)
+    # a lone side: the precision of its own latency
+    alone = _measured_side(quantised[:26], [0.02] * 26)
+    assert paired.device_rounds_wanted(alone, None)
+
+
+def test_device_rounds_of_a_side_whose_host_time_sets_its_latency_are_not_wanted():
+    rng = np.random.default_rng(9)
+    noisy = list(0.01 * np.exp(0.2 * rng.standard_normal(52)))  # 10 us kernels spread by 20%
+    # 300 us on the host: both latencies are host-set, whatever the device rounds say
+    sol, ref = _measured_pair(noisy[:26], noisy[26:], [0.3] * 26)
+    assert sol.host_bound and ref.host_bound
+    assert statistics.device_speedup_se(sol.spans, ref.spans) == 0.0 and not paired.device_rounds_wanted(sol, ref)
+    # the same device rounds where the device sets both latencies
+    sol, ref = _measured_pair(noisy[:26], noisy[26:], [0.02] * 26)
+    assert paired.device_rounds_wanted(sol, ref)
+
+
+def test_no_second_device_pass_beside_a_host_set_side_whose_error_dominates():
+    """A Triton solution (1.4 us, quantised device rounds) against an eager reference set by its noisy
+    host time: the speedup's error is the reference's host rounds'; more device rounds would not
+    narrow it."""
+    rng = np.random.default_rng(10)
+    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=52)]
+    names = ("reference", "solution")
+    dev = DevicePass("device", {"reference": [0.03] * 26, "solution": quantised[:26]},
+                     {n: list(range(26)) for n in names})
+    host = HostPass(0.004, {"reference": list(0.3 + 0.06 * rng.standard_normal(26)), "solution": [0.024] * 26},
+                    {n: list(range(26)) for n in names})
+    sol, ref = _side("solution", dev, host, ALLOWANCE_MS), _side("reference", dev, host, ALLOWANCE_MS)
+    assert ref.host_bound and not sol.host_bound
+    assert statistics.device_speedup_se(sol.spans, ref.spans) > paired.DEVICE_SPEEDUP_PRECISION
+    assert not paired.device_rounds_wanted(sol, ref)
+    # the same solution beside a device-set reference of steady rounds: its device rounds set the error
+    dev.spans_ms["reference"] = [0.2] * 26
+    host.spans_ms["reference"] = [0.2] * 26
+    sol, ref = _side("solution", dev, host, ALLOWANCE_MS), _side("reference", dev, host, ALLOWANCE_MS)
+    assert paired.device_rounds_wanted(sol, ref)

@@ -110,8 +110,9 @@ class SpeedupInterval(SchemaModel):
 
 
 class SideRounds(SchemaModel):
-    """One side's timed calls as measured: device spans of the device pass (``None`` where a call
-    launched no device work) and host spans of the host pass, the floor already taken off."""
+    """One side's timed calls as measured: device spans of the device pass and of a second one where
+    it ran (``None`` where a call launched no device work) and host spans of the host pass, the floor
+    already taken off."""
 
     name: str
     """``reference`` or ``solution``."""
@@ -130,8 +131,8 @@ class SideRounds(SchemaModel):
 
 class TimingRounds(SchemaModel):
     """Every timed call of one workload, written where ``SOL_EXECBENCH_TIMING_ROUNDS`` names a
-    folder (docs/configuration.md). Round r runs the reference first when r is even, the solution
-    first when odd, in both passes."""
+    folder (docs/configuration.md). Round r of each pass runs the reference first when r is even, the
+    solution first when odd."""
 
     definition: NonEmptyString
     workload: NonEmptyString

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sol_execbench import __version__
-from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure
+from sol_execbench.evaluate.child.timing import FreshArgs, L2Flusher, SideCalls, TimingPlan, measure, rounds_per_pass
 from sol_execbench.platform import DeviceInfo
 from sol_execbench.platform.ceilings import (CeilingsError, calibration_key, datasheet_part, datasheet_rate, gemm_rate,
                                              load_calibration, store_calibration)
@@ -127,7 +127,8 @@ def _measure(probe: _Probe, device: DeviceInfo, plan: CalibrationPlan, flusher: 
     import torch
 
     config = BenchmarkConfig()
-    timing = TimingPlan(warmup=plan.warmup, rounds=plan.rounds, device=device, flusher=flusher,
+    timing = TimingPlan(warmup=plan.warmup, rounds=rounds_per_pass(plan.rounds, device.is_gpu), device=device,
+                        flusher=flusher,
                         method=config.timing.method, cooldown=config.timing.cooldown,
                         allowance_ms=config.timing.launch_allowance_us / 1e3)
     side = SideCalls("solution", probe.fn, FreshArgs([probe.values], slots=plan.warmup + 2 * plan.rounds + 2))

@@ -23,7 +23,7 @@ import secrets
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -35,7 +35,7 @@ from .calls import (Context, FailureEvidence, Verdict, check_integrity, clone_va
 from .correctness import RoundTally
 from .input_bank import BANK_CPU_BYTES, same_contents, scaled_down, tensor_bytes
 from .inputs import allocate_outputs, make_inputs, seed_all
-from .timing import CallKeeper, FreshArgs, SideMeasurement
+from .timing import CallKeeper, FreshArgs, SideMeasurement, rounds_per_pass
 from .timing.calls import synchronize
 from .timing.unprofiled import host_span_ms
 
@@ -69,6 +69,7 @@ class AuditSet:
     outputs: list[Any]
     guarded: guards.GuardedOutputs | None = None
     keeper: CallKeeper | None = None
+    where: str = "audited timed call"  # which call it was, for the verdict
 
     @classmethod
     def make(cls, ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
@@ -110,16 +111,33 @@ def _solution_takes_scaled(ctx: Context, axes: dict[str, int], first: list[Any],
     return True
 
 
-def _audit_count(ctx: Context, first: list[Any]) -> int:
-    """As many audited calls as AUDITED_CALLS, the timed calls and memory allow (at least one):
-    each holds two copies of an input set."""
-    want = min(AUDITED_CALLS, ctx.config.iterations)
+def _audits_memory_allows(ctx: Context, first: list[Any]) -> int:
+    """Audit sets that fit in AUDIT_MEMORY_FRACTION of the memory: each holds two copies of an input set."""
     if ctx.device.is_gpu:
         free, _ = torch.cuda.mem_get_info(ctx.device.torch_device)
         budget = int(free * AUDIT_MEMORY_FRACTION)
     else:
         budget = int(BANK_CPU_BYTES * AUDIT_MEMORY_FRACTION)
-    return max(1, min(want, budget // max(1, 2 * tensor_bytes(first))))
+    return budget // max(1, 2 * tensor_bytes(first))
+
+
+def _audit_count(ctx: Context, first: list[Any]) -> int:
+    """As many audited calls as AUDITED_CALLS, the timed calls and memory allow (at least one)."""
+    return max(1, min(AUDITED_CALLS, ctx.config.iterations, _audits_memory_allows(ctx, first)))
+
+
+def _plant(ctx: Context, fresh: FreshArgs, audit: AuditSet, call_index: int, where: str,
+           warnings: list[str]) -> bool:
+    """Substitute the audit set into ``fresh`` at ``call_index`` and give it a keeper; False (a
+    warning) where its layout does not fit."""
+    outputs_at = frozenset(range(len(audit.values), len(audit.values) + len(audit.outputs)))
+    if not fresh.substitute(call_index, audit.values + audit.outputs, as_is=outputs_at):
+        warnings.append("an audited timed call was skipped: its input set did not match the first's layout")
+        return False
+    audit.keeper = CallKeeper(call_index, dps_outputs=len(audit.outputs))
+    audit.keeper.inspect = lambda args, result: _inspect_audited(ctx, args, result)
+    audit.where = where
+    return True
 
 
 def plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
@@ -127,7 +145,8 @@ def plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
     """Audit sets at distinct secret positions among the timed calls, substituted into ``fresh``."""
     cfg = ctx.config
     count = _audit_count(ctx, first)
-    positions = _audit_positions(cfg.iterations, count, passes=2 if ctx.device.is_gpu else 1)
+    positions = _audit_positions(rounds_per_pass(cfg.iterations, ctx.device.is_gpu), count,
+                                 passes=2 if ctx.device.is_gpu else 1)
     audits = []
     scale = True
     for ordinal, position in enumerate(positions):
@@ -136,13 +155,8 @@ def plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
             scale = False
             audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal, scale=False)
         call_index = cfg.warmup_runs + position  # the solution's calls: warm-up, device pass, host pass
-        outputs_at = frozenset(range(len(audit.values), len(audit.values) + len(audit.outputs)))
-        if not fresh.substitute(call_index, audit.values + audit.outputs, as_is=outputs_at):
-            warnings.append("an audited timed call was skipped: its input set did not match the first's layout")
-            continue
-        audit.keeper = CallKeeper(call_index, dps_outputs=len(audit.outputs))
-        audit.keeper.inspect = lambda args, result: _inspect_audited(ctx, args, result)
-        audits.append(audit)
+        if _plant(ctx, fresh, audit, call_index, _audited_call_name(ctx, position), warnings):
+            audits.append(audit)
     if audits and not any(a.distinct for a in audits):
         warnings.append("the audited timed calls had the same input contents as the others (no input varies "
                         "with the seed and none is floating point): a cache keyed by input contents could not "
@@ -150,9 +164,41 @@ def plan_audits(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
     return audits
 
 
+def audit_ahead(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
+                fresh: FreshArgs, first: list[Any], audits: list[AuditSet],
+                warnings: list[str]) -> Callable[[int], CallKeeper | None]:
+    """The solution's ``SideCalls.audit_ahead``: one audited call at a secret position among the
+    ``count`` calls of each pass added after the planned ones, appended to ``audits``, while the
+    memory for audit sets lasts (a warning once where it does not). Its inputs are made with a
+    secret seed, not scaled: where no input varies with the seed they repeat the bank's, which still
+    shows a solution that stopped computing."""
+    allowed = _audits_memory_allows(ctx, first)
+    pick = random.SystemRandom()
+
+    def plant(count: int) -> CallKeeper | None:
+        if count <= 0:
+            return None
+        if len(audits) >= allowed:
+            if not any(w.startswith(_NO_AUDIT_AHEAD) for w in warnings):
+                warnings.append(f"{_NO_AUDIT_AHEAD}: the memory for audit sets was spent")
+            return None
+        offset = pick.randrange(count)
+        audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal=0, scale=False)
+        where = f"audited timed call (call {offset + 1} of {count} of a pass added after the host pass)"
+        if not _plant(ctx, fresh, audit, fresh.calls_made + offset, where, warnings):
+            return None
+        audits.append(audit)
+        return audit.keeper
+
+    return plant
+
+
+_NO_AUDIT_AHEAD = "a pass added after the host pass ran without an audited call"
+
+
 def _audited_call_name(ctx: Context, position: int) -> str:
     """'audited timed call (call 3 of 20 of the host pass)', from a position as _audit_positions draws it."""
-    rounds = ctx.config.iterations
+    rounds = rounds_per_pass(ctx.config.iterations, ctx.device.is_gpu)
     which = "device" if ctx.device.is_gpu and position < rounds else "host"
     return f"audited timed call (call {position % rounds + 1} of {rounds} of the {which} pass)"
 
@@ -190,7 +236,7 @@ def check_audit(ctx: Context, workload: Workload, axes: dict[str, int], blobs: d
     keeper = audit.keeper
     if keeper is None or keeper.kept is None:
         return
-    where = _audited_call_name(ctx, keeper.call_index - ctx.config.warmup_runs)
+    where = audit.where
     if keeper.problems:
         raise Verdict(S.REWARD_HACK, f"{where}: {'; '.join(keeper.problems)}")
     if audit.guarded is not None and (violations := audit.guarded.violations()):
@@ -287,7 +333,7 @@ def check_content_cache(ctx: Context, workload: Workload, blobs: dict[str, torch
     make an honest solution a cheat."""
     cfg = ctx.config
     audited = {a.keeper.call_index for a in audits if a.keeper is not None and a.distinct}
-    if distinct_sets >= cfg.warmup_runs + 2 * cfg.iterations or not audited:
+    if distinct_sets >= cfg.warmup_runs + len(sol.call_times()) or not audited:
         return
     found = None
     for instrument in ("device", "host"):

@@ -20,14 +20,14 @@ import torch
 from sol_execbench.schema import (EvaluationStatus as S, Performance, SideRounds, SpeedupInterval, TimingRounds, TimingStats,
                                   Workload)
 
-from .audit import check_audit, check_content_cache, plan_audits
+from .audit import audit_ahead, check_audit, check_content_cache, plan_audits
 from .calls import Context, Verdict, check_integrity
 from .correctness import RoundTally
 from .input_bank import distinct_contents, input_bank
 from .inputs import allocate_outputs
 from ..phases import phase
 from .timing import (FreshArgs, L2Flusher, PairedMeasurement, SideCalls, SideFailed, SideMeasurement, TimingPlan,
-                     measure)
+                     measure, rounds_per_pass)
 
 # The SM clock's fall over one measurement worth a warning: on an H100, loops whose clock fell by 8
 # to 23% (power cap) read a 350 us GEMM 3 to 23% slow; a cool loop's clock moved by about 4%.
@@ -111,7 +111,8 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
     fresh = FreshArgs([values + dps_zeros for values in bank], slots=slots, share_pools_of=reference_args)
     audits = plan_audits(ctx, workload, blobs, axes, fresh, bank[0], warnings)
     phase(f"  {workload.uuid}: {len(audits)} audited call(s) planned")
-    solution = SideCalls("solution", ctx.solution_fn, fresh, [a.keeper for a in audits if a.keeper])
+    solution = SideCalls("solution", ctx.solution_fn, fresh, [a.keeper for a in audits if a.keeper],
+                         audit_ahead=audit_ahead(ctx, workload, blobs, axes, fresh, bank[0], audits, warnings))
     reference = SideCalls("reference", ctx.reference_fn, reference_args) if reference_args is not None else None
     paired, suspicious = _measure_pair(ctx, workload, solution, reference, warnings, notes)
     phase(f"  {workload.uuid}: reference and solution timed")
@@ -168,7 +169,8 @@ def _watched(ctx: Context, workload: Workload, solution: SideCalls, reference: S
     if ctx.clocks is not None:  # before the watch begins: the reading may run nvidia-smi or amd-smi
         ctx.clocks.sample(workload.uuid, "before_timing")
     solution.region = ctx.watch.begin() if ctx.watch is not None else None
-    plan = TimingPlan(warmup=cfg.warmup_runs, rounds=cfg.iterations, device=ctx.device, flusher=ctx.flusher,
+    plan = TimingPlan(warmup=cfg.warmup_runs, rounds=rounds_per_pass(cfg.iterations, ctx.device.is_gpu),
+                      device=ctx.device, flusher=ctx.flusher,
                       method=cfg.timing.method, cooldown=cfg.timing.cooldown,
                       allowance_ms=cfg.timing.launch_allowance_us / 1e3)
     try:

@@ -121,6 +121,15 @@ class SideCalls:
     region: Any = None
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
     warm_own_ms: list[float] = field(default_factory=list)  # host time until each warm-up call returned
+    # Given the number of calls this side is about to make in a pass the plan could not foresee
+    # (added host rounds, a second device pass), returns the keeper of an audited call it planted
+    # among them, or None: no timed call may lie beyond every audited one, or a solution could
+    # stop computing after the planned passes.
+    audit_ahead: Callable[[int], CallKeeper | None] | None = None
+
+    def before_unforeseen_calls(self, count: int) -> None:
+        if self.audit_ahead is not None and (keeper := self.audit_ahead(count)) is not None:
+            self.keepers.append(keeper)
 
     def warm_call(self, args: list[Any]) -> None:
         """One untimed call; its host time until it returned is kept (it sizes the hold)."""

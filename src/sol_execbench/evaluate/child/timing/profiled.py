@@ -279,6 +279,19 @@ class DevicePass:
     warnings: list[str] = field(default_factory=list)  # about the solution's calls
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering: REWARD_HACK
 
+    def extend(self, more: DevicePass) -> None:
+        """Append a later device pass's rounds (same sides, same instrument) to this one's."""
+        for name, spans in more.spans_ms.items():
+            self.spans_ms[name].extend(spans)
+            self.call_indices[name].extend(more.call_indices[name])
+            self.sm_clock_mhz.setdefault(name, []).extend(more.sm_clock_mhz.get(name, ()))
+            if name in more.hold_us:
+                self.hold_us[name] = (self.hold_us.get(name, more.hold_us[name]) + more.hold_us[name]) / 2
+        self.host_functions += more.host_functions
+        self.notes.extend(n for n in more.notes if n not in self.notes)
+        self.warnings.extend(w for w in more.warnings if w not in self.warnings)
+        self.suspicious.extend(more.suspicious)
+
 
 @dataclass(frozen=True)
 class PassPlan:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rule import side_latency_ms
+from .rule import host_set, side_latency_ms
 
 CONFIDENCE = 0.95
 HOST_TRIM = 0.2  # the host time is the mean of the host spans with this share cut from each end
@@ -24,6 +24,7 @@ DEVICE_OFFSET = 0.005
 # the host time less the allowance is.
 HOST_OFFSET = 0.005
 _BOOTSTRAP_SEED = 0x5E1  # fixed: the same rounds always give the same interval
+SE_RESAMPLES = 400  # for a standard error that decides whether to run more rounds, not for an interval
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,29 @@ def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: fl
         paired = sides[1] - sides[0]
         return float(paired.std(ddof=1) / len(paired) ** 0.5)
     return float(sum(x.var(ddof=1) / len(x) for x in sides) ** 0.5)
+
+
+def _device_set(side: SideSpans) -> bool:
+    device = side.device_median_ms()
+    return device is not None and not host_set(device, host_time_ms(side.host), side.allowance_ms)
+
+
+def device_speedup_se(solution: SideSpans, reference: SideSpans | None, resamples: int = SE_RESAMPLES) -> float:
+    """Standard error of the log speedup that the device rounds leave: a bootstrap of the device
+    medians of the sides whose device time sets their latency, drawing the same round numbers for
+    both sides (0 where neither side's does). Without a reference, that of the solution's log
+    latency. A side whose host time sets its latency contributes nothing: its device rounds cannot
+    move it."""
+    sides = [(s, sign) for s, sign in ((solution, -1.0), (reference, 1.0)) if s is not None and _device_set(s)]
+    if not sides:
+        return 0.0
+    rounds = len(sides[0][0].device)
+    if rounds < 2 or any(len(s.device) != rounds for s, _ in sides):
+        return float("inf")
+    picks = np.random.default_rng(_BOOTSTRAP_SEED).integers(0, rounds, size=(resamples, rounds))
+    log_ratio = sum(sign * np.log(_median_rows(s.device_array(), picks)) for s, sign in sides)
+    log_ratio = log_ratio[np.isfinite(log_ratio)]
+    return float(log_ratio.std(ddof=1)) if log_ratio.size >= 2 else float("inf")
 
 
 def _median_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
