@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from sol_execbench.evaluate.child.audit import audit_ahead, check_audit, plan_audits
 from sol_execbench.evaluate.child.calls import Verdict
@@ -70,3 +71,18 @@ def test_an_honest_solution_passes_the_audits_of_added_passes(tmp_path: Path):
     assert len(audits) == len(side.keepers) and all(a.keeper.kept is not None for a in audits)
     _check_all(ctx, workload, axes, first, audits, warnings)
     assert warnings == []
+
+
+def test_an_added_pass_whose_audit_inputs_cannot_be_made_runs_unaudited_with_a_warning(tmp_path: Path, monkeypatch):
+    from sol_execbench.evaluate.child import audit
+
+    ctx, workload, axes, first, side, audits, warnings = _planned(tmp_path, "def run(a, b):\n    return a + b\n")
+    planned = len(audits)
+
+    def no_memory(*_args, **_kwargs):
+        raise torch.OutOfMemoryError("no room for another input set")
+
+    monkeypatch.setattr(audit, "make_inputs", no_memory)
+    side.before_unforeseen_calls(4)
+    assert len(audits) == planned and len(side.keepers) == planned
+    assert len(warnings) == 1 and "ran without an audited call" in warnings[0] and "OutOfMemoryError" in warnings[0]

@@ -183,7 +183,11 @@ def audit_ahead(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
                 warnings.append(f"{_NO_AUDIT_AHEAD}: the memory for audit sets was spent")
             return None
         offset = pick.randrange(count)
-        audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal=0, scale=False)
+        try:
+            audit = AuditSet.make(ctx, workload, blobs, axes, first, ordinal=0, scale=False)
+        except Exception as exc:  # noqa: BLE001  (the problem's input generation, out of memory: not the solution's failure)
+            warnings.append(f"{_NO_AUDIT_AHEAD}: its inputs could not be made ({type(exc).__name__}: {exc})")
+            return None
         where = f"audited timed call (call {offset + 1} of {count} of a pass added after the host pass)"
         if not _plant(ctx, fresh, audit, fresh.calls_made + offset, where, warnings):
             return None

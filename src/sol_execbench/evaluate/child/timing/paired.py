@@ -231,6 +231,13 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
 
 
+def _pair(sides: tuple[SideCalls, ...], device: DevicePass | None, host: HostPass,
+          allowance_ms: float) -> tuple[SideMeasurement, SideMeasurement | None]:
+    """(solution, reference or None) as measured so far; ``sides`` is (reference, solution) or (solution,)."""
+    solution = _side(sides[-1].name, device, host, allowance_ms)
+    return solution, _side(sides[0].name, device, host, allowance_ms) if len(sides) == 2 else None
+
+
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
                        precision: float = SPEEDUP_PRECISION) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance within
@@ -316,7 +323,8 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
     """Warm up, then time both sides in alternating rounds: the device pass, the host pass (with
     more rounds where a host time may set a latency and is imprecise), and a second device pass
     where the device rounds leave the speedup imprecise. Each pass runs ``plan.rounds`` rounds
-    (``rounds_per_pass``); the audited calls sit in the first two passes.
+    (``rounds_per_pass``). The planned audited calls sit in the first two passes; before each pass
+    added after them a side's ``audit_ahead`` may plant one among its calls.
 
     A call that raises ends the measurement with ``SideFailed`` naming its side."""
     first, resolved = resolve_method(plan.method, plan.device)
@@ -334,8 +342,7 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         phase("    host pass")
         extension_began, added = time.perf_counter(), 0
         while device is not None:
-            sol = _side(solution.name, device, host, plan.allowance_ms)
-            ref = _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None
+            sol, ref = _pair(sides, device, host, plan.allowance_ms)
             more = _more_host_rounds(sol, ref, plan.rounds, per_round_s, time.perf_counter() - extension_began)
             if not more:
                 break
@@ -346,15 +353,12 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")
-        if device is not None and device_rounds_wanted(_side(solution.name, device, host, plan.allowance_ms),
-                                                       _side(reference.name, device, host, plan.allowance_ms)
-                                                       if reference is not None else None):
+        if device is not None and device_rounds_wanted(*_pair(sides, device, host, plan.allowance_ms)):
             if _second_device_pass(device, passes, suspicious):
                 phase("    second device pass")
     finally:
         _last_end[plan.device.torch_device] = time.perf_counter()
-    sol = _side(solution.name, device, host, plan.allowance_ms)
-    ref = _side(reference.name, device, host, plan.allowance_ms) if reference is not None else None
+    sol, ref = _pair(sides, device, host, plan.allowance_ms)
     interval = speedup_interval(ref.spans, sol.spans) if ref is not None else None
     warnings = list(device.warnings) if device is not None else []
     if device is not None and device.instrument != first:
