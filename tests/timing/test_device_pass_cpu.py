@@ -297,6 +297,7 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
     """A call that spends 3 ms on the host before launching 5 us of device work: its latency is its host
     time less the allowance, on both passes' evidence; the reference's 5 us call keeps its device time."""
     monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
+    monkeypatch.setattr(paired, "HOST_EXTENSION_BUDGET_S", 30.0)  # a loaded host's sleeps vary: rounds, not time, end it
 
     def slow_host(x, y):
         time.sleep(0.003)
@@ -305,8 +306,9 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
     m = _measure(fake_gpu, slow_host)
     assert m.solution.host_bound and m.solution.latency_ms >= 3.0 - ALLOWANCE_MS
     # the host sets the solution's latency alone: the host pass ran until the speedup was known to
-    # LONE_SIDE_PRECISION
-    assert host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_SET_MARGIN) <= paired.LONE_SIDE_PRECISION
+    # LONE_SIDE_PRECISION, or to its cap of rounds
+    se = host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_SET_MARGIN)
+    assert se <= paired.LONE_SIDE_PRECISION or len(m.solution.host_ms) == paired.HOST_ROUNDS_FACTOR * ROUNDS
     assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
     assert m.speedup.verdict == "slower"
 
@@ -395,6 +397,8 @@ def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(f
     """The 0.1 s of calls that bring an idle device's clocks up keep the timed rounds' duty cycle: with
     the device busy 2 ms after each call returned, the next call starts ``cooldown`` x 2 ms later."""
     device_wait_s = 0.002
+    warm_s = 0.3  # long against a loaded host's first call, so that several calls follow it
+    monkeypatch.setattr(paired, "WARMUP_MIN_S", warm_s)
     monkeypatch.setattr(paired, "synchronize", lambda d: time.sleep(device_wait_s))
     monkeypatch.setattr(paired, "_last_end", {})  # the device sat idle
     starts = []
@@ -405,7 +409,7 @@ def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(f
     assert len(gaps) >= 3
     assert min(gaps) >= device_wait_s * (1 + cooldown) * 0.95
     if cooldown:
-        assert len(gaps) < 0.1 / (device_wait_s * (1 + cooldown) * 0.95)
+        assert len(gaps) < warm_s / (device_wait_s * (1 + cooldown) * 0.95)
 
 
 def test_a_second_device_pass_runs_after_the_host_pass_where_the_device_rounds_leave_the_speedup_imprecise(
