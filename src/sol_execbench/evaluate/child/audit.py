@@ -50,11 +50,10 @@ CACHE_RECHECK_PAIRS = 5
 # The untimed trial on scaled inputs scales further than any audit or re-check set (set k: 2**-(k+1)),
 # so a content cache it fills serves none of them.
 TRIAL_EXPONENT = AUDITED_CALLS + CACHE_RECHECK_PAIRS + 1
-# An audited output found wrong is looked at again this many times, this far apart, for work that
-# was still being written after the call returned.
 # A wrong audited result is looked at again after these waits (doubling, 0.6 s in all): a backlog
 # behind a solution's thread drains slowly on a loaded machine. Only a wrong solution pays them.
 LATE_WRITE_WAITS_S = (0.0, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+_NO_AUDIT_AHEAD = "a pass added after the host pass ran without an audited call"  # a warning's start
 
 
 @dataclass
@@ -195,9 +194,6 @@ def audit_ahead(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor]
         return audit.keeper
 
     return plant
-
-
-_NO_AUDIT_AHEAD = "a pass added after the host pass ran without an audited call"
 
 
 def _audited_call_name(ctx: Context, position: int) -> str:

@@ -25,10 +25,10 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
-    # Device work runs under the device's exclusive lock (gpu_quiet): no evaluation times calls
-    # meanwhile, and one reaching its timed passes waits for it. Holding the lock, the child marks
-    # itself idle before its context exists: it launches nothing after the warm-up. Without the
-    # lock (the wait ran out) its warm-up may overlap timed passes, so it is marked after it.
+    # Device work runs under the device's exclusive lock (gpu_quiet), which no evaluation holds
+    # while it times calls. With the lock, the child is marked idle before its context exists, as
+    # it launches nothing after this warm-up; where ``exclusive`` returns without the lock (its wait
+    # is bounded), the warm-up may run beside timed passes and the child is marked idle after it.
     with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
         if alone:
             gpu_quiet.mark_idle()

@@ -125,9 +125,9 @@ class EarlyChild:
         """After the evaluation: the child ended if unused, the staging folder removed if no
         evaluation took it."""
         self.discard()
-        if self._triton_build is not None and self._triton_build.poll() is None:
-            kill_session(self._triton_build.pid, settle_s=0.5)  # not needed any more
         if self._triton_build is not None:
+            if self._triton_build.poll() is None:
+                kill_session(self._triton_build.pid, settle_s=0.5)  # not needed any more
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._triton_build.wait(timeout=5)
         with contextlib.suppress(OSError):  # the child removes it when it takes its job
