@@ -34,6 +34,7 @@ EXAMPLES = REPO / "examples"
 SKIP = {"gqa_paged_decode"}  # blobs not shipped
 SPEEDUP_BAND = (0.95, 1.05)
 INTERVAL_SHARE = 0.95
+LOG_CHARS = 2000  # of a run that did not pass: its verdict's log, kept in the JSON
 DEVICE_SPREAD, DEVICE_SPREAD_FLOOR_MS, DEVICE_SPREAD_MIN_MS = 0.03, 0.0005, 0.01
 HOST_SPEEDUP_SPREAD = 0.05
 
@@ -130,7 +131,9 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
             "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
             "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms")),
-            "warnings": ev.get("warnings") or []}, trace["workload"]["uuid"]  # e.g. other processes on the GPU
+            "warnings": ev.get("warnings") or [],  # e.g. other processes on the GPU
+            # why a run did not pass (the verdict's log), so that a miss can be told from a harness fault
+            "log": (ev.get("log") or "")[:LOG_CHARS] if ev["status"] != "PASSED" else ""}, trace["workload"]["uuid"]
 
 
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             for number, run in enumerate(runs, 1):
                 for warning in run.get("warnings", []):
                     print(f"    run {number}: {warning[:150]}")
+                if run.get("log"):
+                    print(f"    run {number} {run['status']}: {run['log'][:600]}")
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
           f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)}; "

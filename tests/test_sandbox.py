@@ -211,3 +211,23 @@ def test_unsandboxed_jit_cache_writes_are_not_attempts(problem, tmp_path, how):
     result, traces = _evaluate(problem, *how, env={"HOME": str(home), MECHANISMS_ENV: "none",
                                                    "SANDBOX_TEST_OUTPUT": str(problem / "traces.jsonl")})
     assert traces[-1].evaluation.status.value == "REWARD_HACK" and "the -o output" in traces[-1].evaluation.log
+
+
+def test_tree_digest_names_changed_added_and_removed_files_and_not_a_touch(tmp_path):
+    from sol_execbench.sandbox import TreeDigest
+
+    (tmp_path / "pkg").mkdir()
+    kept, edited, removed = (tmp_path / "pkg" / f"{n}.py" for n in ("kept", "edited", "removed"))
+    for path in (kept, edited, removed):
+        path.write_text(f"# {path.stem}\n")
+    (tmp_path / "notes.txt").write_text("not watched")
+    digest = TreeDigest([tmp_path])
+    assert digest.changed() == []
+    before = os.stat(edited)
+    edited.write_text("# EDITED\n")  # same length, its times set back: the ctime still moves
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(kept)  # touched, content unchanged
+    removed.unlink()
+    (tmp_path / "pkg" / "added.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("changed, not watched")
+    assert digest.changed() == sorted(str(p) for p in (edited, removed, tmp_path / "pkg" / "added.py"))

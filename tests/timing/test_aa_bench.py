@@ -47,3 +47,10 @@ def test_a_row_keeps_the_trace_s_facts_and_warnings():
     assert uuid == "w1" and row["speedup"] == 1.01 and row["low"] == 0.98 and row["verdict"] == "parity"
     assert row["warnings"] == ["2 other process(es) used the GPU"]
     assert aa._row({"workload": {"uuid": "w2"}, "evaluation": {"status": "PASSED"}})[0]["warnings"] == []
+
+
+def test_a_row_keeps_the_log_of_a_run_that_did_not_pass_only():
+    hack = {"workload": {"uuid": "w3"}, "evaluation": {"status": "REWARD_HACK", "log": "why " * 1000}}
+    assert aa._row(hack)[0]["log"] == ("why " * 1000)[:aa.LOG_CHARS]
+    passed = {"workload": {"uuid": "w4"}, "evaluation": {"status": "PASSED", "log": "reference note"}}
+    assert aa._row(passed)[0]["log"] == ""

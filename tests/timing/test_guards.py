@@ -77,6 +77,17 @@ def test_checksum_sees_a_single_changed_byte_in_any_dtype():
     assert guards.tensor_checksum(torch.empty(0)) == 0
 
 
+def test_checksum_is_the_position_weighted_word_sum_in_one_chunk_and_in_several():
+    """Word i (from 1) weighs i, modulo 2**64, whether the tensor fits one chunk or spans several."""
+    import numpy as np
+
+    for words in (1000, guards._CHUNK_WORDS, guards._CHUNK_WORDS + 1000):
+        t = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32)
+        weights = np.arange(1, words + 1, dtype=np.uint64)
+        expected = int((t.numpy().astype(np.int64).astype(np.uint64) * weights).sum(dtype=np.uint64))
+        assert guards.tensor_checksum(t) == expected, words
+
+
 def test_swapping_two_elements_changes_the_checksum():
     t = torch.arange(10, dtype=torch.float32)
     before = guards.tensor_checksum(t)
@@ -115,3 +126,15 @@ def test_guard_bands_catch_writes_before_and_after_an_output_only():
 def test_guarded_outputs_keep_alignment():
     (out,) = guards.GuardedOutputs([torch.zeros(1000)], ["z"]).tensors
     assert (out.data_ptr() - out.untyped_storage().data_ptr()) % 512 == 0
+
+
+def test_replaced_builtins_do_not_blind_the_integrity_check(monkeypatch):
+    """The check compares through builtins bound when the harness was imported: a solution that
+    makes ``all`` always true or ``sorted`` return nothing still has its replacement named."""
+    import builtins
+
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setattr(timing, "measure", lambda *a, **k: None)
+    monkeypatch.setattr(builtins, "all", lambda _values: True)
+    monkeypatch.setattr(builtins, "sorted", lambda _values: [])
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.measure"]

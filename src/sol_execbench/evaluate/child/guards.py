@@ -76,8 +76,9 @@ class IntegritySnapshot:
     """Identities of everything watched, taken at construction (before solution code runs).
 
     Checking is a dictionary lookup and an identity comparison per entry, so it runs after every
-    call. ``check`` is a bound method taken at construction, so replacing the class's method
-    later does not change what the harness calls.
+    call. ``check`` is a bound method taken at construction, and the builtins it uses are bound as
+    its defaults, so replacing the class's method or a builtin later does not change what the
+    harness calls.
     """
 
     def __init__(self) -> None:
@@ -111,9 +112,9 @@ class IntegritySnapshot:
                 for member in _public_names(value):  # inherited too: Trace.model_dump = ... shadows BaseModel's
                     self._held.extend(_resolution(f"{modname}.{name}.{member}", value, member))
 
-    def _tampered(self) -> list[str]:
+    def _tampered(self, _sorted: Any = sorted, _set: Any = set) -> list[str]:
         changed = [label for label, namespace, name, obj in self._held if namespace.get(name, _MISSING) is not obj]
-        return sorted(set(changed))
+        return _sorted(_set(changed))
 
     def tampered(self) -> list[str]:
         return self.check()
@@ -176,6 +177,8 @@ def _checksum_total(t: torch.Tensor) -> torch.Tensor:
     if positions is None:
         positions = _positions[words.device] = torch.arange(1, _CHUNK_WORDS + 1, dtype=torch.int64,
                                                             device=words.device)
+    if words.numel() <= _CHUNK_WORDS:  # two kernels rather than seven: a few per correctness round
+        return (words.to(torch.int64) * positions[:words.numel()]).sum()
     total = torch.zeros((), dtype=torch.int64, device=words.device)
     for start in range(0, words.numel(), _CHUNK_WORDS):
         part = words[start:start + _CHUNK_WORDS].to(torch.int64)

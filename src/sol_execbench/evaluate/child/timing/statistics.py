@@ -64,9 +64,12 @@ def host_time_ms(spans: list[float] | tuple[float, ...]) -> float:
 
 
 def _host_time_rows(drawn: np.ndarray) -> np.ndarray:
-    """``host_time_ms`` of each row."""
+    """``host_time_ms`` of each row. Sorted as float32 (host spans carry microseconds of noise
+    against its 7 digits; the mean is taken in float64): sorting 2,000 resamples of 600 rounds in
+    float64 took 18 ms of a workload's time, float32 about half."""
     cut = int(drawn.shape[1] * HOST_TRIM)
-    return np.sort(drawn, axis=1)[:, cut:drawn.shape[1] - cut].mean(axis=1)
+    ordered = np.sort(drawn.astype(np.float32), axis=1)
+    return ordered[:, cut:drawn.shape[1] - cut].mean(axis=1, dtype=np.float64)
 
 
 @dataclass(frozen=True)
