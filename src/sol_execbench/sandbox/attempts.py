@@ -157,7 +157,7 @@ class TreeDigest:
     @staticmethod
     def _hash(path: str) -> str:
         try:
-            return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            return file_sha256(Path(path))
         except OSError:
             return "unreadable"
 

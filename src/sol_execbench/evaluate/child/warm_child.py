@@ -25,10 +25,10 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
-    # Device work runs under the device's exclusive lock (gpu_quiet), which no evaluation holds
-    # while it times calls. With the lock, the child is marked idle before its context exists, as
-    # it launches nothing after this warm-up; where ``exclusive`` returns without the lock (its wait
-    # is bounded), the warm-up may run beside timed passes and the child is marked idle after it.
+    # The device work below runs under gpu_quiet's exclusive lock, so it never overlaps an
+    # evaluation's timed passes. Holding the lock, the child marks itself idle first: it launches
+    # nothing after this warm-up. ``exclusive`` waits a bounded time; without the lock the warm-up
+    # may overlap timed passes, and the child marks itself idle once it is over.
     with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
         if alone:
             gpu_quiet.mark_idle()
@@ -40,9 +40,9 @@ def _warm_up(device_spec: str | None) -> None:
 
 
 def _import_ahead(info) -> None:
-    """The modules an evaluation imports, and those the device warm-up would import inside the
-    exclusive hold (the profiler's torch._dynamo, Triton's code generator): seconds of CPU that
-    need no device."""
+    """Import what an evaluation imports and what the device warm-up imports (the profiler's
+    torch._dynamo, Triton's code generator) before the exclusive lock is taken: seconds of CPU
+    that need no device."""
     import_for_job(info)
     if info.is_gpu:
         import torch._dynamo  # noqa: F401  (the profiler's first session imports it)

@@ -173,7 +173,7 @@ def _guarded(side: SideCalls) -> SideCalls:
         except Exception as exc:
             raise SideFailed(name, exc) from exc
 
-    return SideCalls(side.name, named_failures, side.fresh, side.keepers, side.region, audit_ahead=side.audit_ahead)
+    return replace(side, fn=named_failures)
 
 
 def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
