@@ -108,6 +108,13 @@ def test_rounds_alternate_which_side_goes_first(fake_gpu, monkeypatch):
     plan = profiled.PassPlan((reference, solution), 4, fake_gpu, L2Flusher(fake_gpu))
     unprofiled.host_pass(plan)
     assert "".join(order) == "rssrrssr"
+    # a batch that opens with the other side
+    order.clear()
+    host = unprofiled.host_pass(plan)
+    unprofiled.host_pass(dataclasses.replace(plan, rounds=2, first=1), into=host)
+    assert "".join(order) == "rssrrssr" + "srrs"
+    assert host.opened_round["reference"] == [True, False, True, False] + [False, True]
+    assert host.opened_round["solution"] == [False, True, False, True] + [True, False]
 
 
 def test_the_clock_probe_after_each_call_gives_its_sm_clock(fake_gpu, monkeypatch):
@@ -444,6 +451,32 @@ def test_a_second_device_pass_runs_after_the_host_pass_where_the_device_rounds_l
     # a solution that stopped computing after the planned passes is seen there
     (late,) = [k for k in solution.keepers if k is not keeper]
     assert asked == [ROUNDS] and late.call_index == 2 + 3 * ROUNDS - 1 and torch.all(late.kept == 0)
+    # the second pass opens with the solution: the first call after the pause is not always the reference's
+    opened = (True, False) * (ROUNDS // 2)
+    assert m.reference.device_opened_round == opened + tuple(not o for o in opened)
+    assert m.solution.device_opened_round == tuple(not o for o in opened) + opened
+    assert m.reference.host_opened_round == opened
+
+
+def test_each_batch_of_added_host_rounds_opens_with_the_other_side(fake_gpu, monkeypatch):
+    """Two host-set sides whose host time is imprecise: the host pass adds batches, and the side that
+    opens a batch's first round alternates, so the slow first call after each pause falls on both."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
+    monkeypatch.setattr(paired, "HOST_EXTENSION_BUDGET_S", 30.0)
+    delays = iter([0.0002, 0.001, 0.0004, 0.0008, 0.0003] * 400)
+
+    def uneven_host(x, y):
+        time.sleep(next(delays))
+        return x + y
+
+    solution, reference = _sides(uneven_host, uneven_host)
+    m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
+                                                allowance_ms=ALLOWANCE_MS))
+    batches = len(m.reference.host_ms) // ROUNDS
+    assert batches >= 3 and len(m.solution.host_ms) == len(m.reference.host_ms)
+    openers = [m.reference.host_opened_round[b * ROUNDS] for b in range(batches)]
+    assert openers == [b % 2 == 0 for b in range(batches)]
+    assert all(r != s for r, s in zip(m.reference.host_opened_round, m.solution.host_opened_round))
 
 
 def test_steady_device_rounds_get_no_second_device_pass(fake_gpu, monkeypatch):

@@ -122,6 +122,11 @@ class SideRounds(SchemaModel):
     device_call_indices: list[int]
     """The input-bank call index each device span ran on (call k of both sides reads the same addresses)."""
     host_call_indices: list[int]
+    device_opened_round: list[bool] = Field(default_factory=list)
+    """Per device span: its call was the first of its round (each pass alternates which side opens
+    round 0, so that the first call after a pause does not always fall on the same side)."""
+    host_opened_round: list[bool] = Field(default_factory=list)
+    """The same per host span."""
     sm_clock_mhz: list[float] = Field(default_factory=list)
     sync_floor_ms: float
     launch_allowance_ms: float
@@ -131,8 +136,8 @@ class SideRounds(SchemaModel):
 
 class TimingRounds(SchemaModel):
     """Every timed call of one workload, written where ``SOL_EXECBENCH_TIMING_ROUNDS`` names a
-    folder (docs/configuration.md). Round r of each pass runs the reference first when r is even, the
-    solution first when odd."""
+    folder (docs/configuration.md). Within a pass the sides alternate which goes first in a round;
+    ``device_opened_round`` and ``host_opened_round`` say which went first."""
 
     definition: NonEmptyString
     workload: NonEmptyString

@@ -66,7 +66,9 @@ def timing_stats(side: SideMeasurement, input_sets: int | None, note: str | None
 def side_rounds(side: SideMeasurement) -> SideRounds:
     return SideRounds(name=side.name, instrument=side.instrument, device_ms=list(side.device_ms),
                       host_ms=list(side.host_ms), device_call_indices=list(side.device_call_indices),
-                      host_call_indices=list(side.host_call_indices), sm_clock_mhz=list(side.sm_clock_mhz),
+                      host_call_indices=list(side.host_call_indices),
+                      device_opened_round=list(side.device_opened_round), host_opened_round=list(side.host_opened_round),
+                      sm_clock_mhz=list(side.sm_clock_mhz),
                       sync_floor_ms=side.sync_floor_ms, launch_allowance_ms=side.allowance_ms, hold_us=side.hold_us,
                       latency_ms=side.latency_ms)
 

@@ -84,6 +84,8 @@ class SideMeasurement:
     allowance_ms: float
     device_call_indices: tuple[int, ...] = ()
     host_call_indices: tuple[int, ...] = ()
+    device_opened_round: tuple[bool, ...] = ()  # per device span: its call was the first of its round
+    host_opened_round: tuple[bool, ...] = ()
     sm_clock_mhz: tuple[float, ...] = ()
     hold_us: float = 0.0
 
@@ -227,6 +229,8 @@ def _side(name: str, device: DevicePass | None, host: HostPass, allowance_ms: fl
         host_ms=hosts, sync_floor_ms=host.floor_ms, allowance_ms=allowance_ms,
         device_call_indices=tuple(device.call_indices[name]) if device is not None else (),
         host_call_indices=tuple(host.call_indices[name]),
+        device_opened_round=tuple(device.opened_round.get(name, ())) if device is not None else (),
+        host_opened_round=tuple(host.opened_round.get(name, ())),
         sm_clock_mhz=tuple(device.sm_clock_mhz.get(name, ())) if device is not None else (),
         hold_us=device.hold_us.get(name, 0.0) if device is not None else 0.0)
 
@@ -307,8 +311,9 @@ def _second_device_pass(first: DevicePass, plan: PassPlan, suspicious: list[str]
     where the profiler could not run again (the first pass stands; tampering is recorded)."""
     for side in plan.sides:
         side.before_unforeseen_calls(plan.rounds)
+    second = replace(plan, first=1 - plan.first)
     try:
-        more = profiler_pass(plan) if first.instrument == "device" else events_pass(plan)
+        more = profiler_pass(second) if first.instrument == "device" else events_pass(second)
     except MethodUnavailable as exc:
         synchronize(plan.device)
         if exc.suspicious:
@@ -340,7 +345,7 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         host = host_pass(passes)
         per_round_s = (time.perf_counter() - began) / plan.rounds
         phase("    host pass")
-        extension_began, added = time.perf_counter(), 0
+        extension_began, added, batches = time.perf_counter(), 0, 0
         while device is not None:
             sol, ref = _pair(sides, device, host, plan.allowance_ms)
             more = _more_host_rounds(sol, ref, plan.rounds, per_round_s, time.perf_counter() - extension_began)
@@ -349,7 +354,8 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
             extended = tuple(s for s in sides if s.name in extended_sides(sol, ref))
             for side in extended:
                 side.before_unforeseen_calls(more)
-            host_pass(replace(passes, sides=extended, rounds=more), into=host)
+            batches += 1
+            host_pass(replace(passes, sides=extended, rounds=more, first=batches % 2), into=host)
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")

@@ -272,6 +272,7 @@ class DevicePass:
     instrument: str  # "device" or "events"
     spans_ms: dict[str, list[float | None]] = field(default_factory=dict)
     call_indices: dict[str, list[int]] = field(default_factory=dict)
+    opened_round: dict[str, list[bool]] = field(default_factory=dict)  # per call: the first of its round
     sm_clock_mhz: dict[str, list[float]] = field(default_factory=dict)
     hold_us: dict[str, float] = field(default_factory=dict)
     host_functions: int = 0  # host functions the solution's calls enqueued in stream order
@@ -284,6 +285,7 @@ class DevicePass:
         for name, spans in more.spans_ms.items():
             self.spans_ms[name].extend(spans)
             self.call_indices[name].extend(more.call_indices[name])
+            self.opened_round.setdefault(name, []).extend(more.opened_round.get(name, ()))
             self.sm_clock_mhz.setdefault(name, []).extend(more.sm_clock_mhz.get(name, ()))
             if name in more.hold_us:
                 self.hold_us[name] = (self.hold_us.get(name, more.hold_us[name]) + more.hold_us[name]) / 2
@@ -302,10 +304,14 @@ class PassPlan:
     device: Any
     flusher: Any
     cooldown: float = 0.0
+    # Which of ``sides`` goes first in round 0. The first call after any pause (the first pass, each
+    # batch of added host rounds) ran 10 to 40% above its side's host time on an H100: were it always
+    # the same side's, that side would read slower (docs/timing.md), so ``measure`` alternates it.
+    first: int = 0
 
     def order(self, round_index: int) -> tuple[SideCalls, ...]:
         """Alternating: A B, then B A, so neither side always follows the other."""
-        return self.sides if round_index % 2 == 0 else tuple(reversed(self.sides))
+        return self.sides if (round_index + self.first) % 2 == 0 else tuple(reversed(self.sides))
 
     def schedule(self) -> Iterator[tuple[int, int, SideCalls]]:
         """(round, position in the pass, side) of every call, in order."""
@@ -314,6 +320,17 @@ class PassPlan:
             for side in self.order(r):
                 yield r, k, side
                 k += 1
+
+    def opens_round(self, side: SideCalls, round_index: int) -> bool:
+        """Whether ``side``'s call is the first of round ``round_index``."""
+        return self.order(round_index)[0] is side
+
+
+def note_call(record: Any, plan: PassPlan, round_index: int, side: SideCalls) -> None:
+    """Into a pass's ``record`` (``DevicePass``, ``HostPass``): the FreshArgs index of the call
+    ``side`` is about to make, and whether it opens its round."""
+    record.call_indices[side.name].append(side.fresh.calls_made - 1)
+    record.opened_round.setdefault(side.name, []).append(plan.opens_round(side, round_index))
 
 
 @dataclass(frozen=True)
@@ -349,9 +366,9 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
     cooldown = Cooldown(plan.cooldown)
     with _session(activities, plan.device.vendor) as session:
         probe.calibrate(plan.device)
-        for _, k, side in plan.schedule():
+        for r, k, side in plan.schedule():
             args = side.arguments()
-            result.call_indices[side.name].append(side.fresh.calls_made - 1)
+            note_call(result, plan, r, side)
             synchronize(plan.device)  # the copies done: every call starts from the same state
             cooldown.before_call(holds[side.name].us / 1e6)
             held_from = time.perf_counter_ns()
@@ -432,9 +449,9 @@ def events_pass(plan: PassPlan) -> DevicePass:
     spin = spin_available(plan.device)
     holds = {s.name: Hold(s.typical_own_ms(), spin, torch.profiler.record_function) for s in plan.sides}
     cooldown = Cooldown(plan.cooldown)
-    for _, _, side in plan.schedule():
+    for r, _, side in plan.schedule():
         args = side.arguments()
-        result.call_indices[side.name].append(side.fresh.calls_made - 1)
+        note_call(result, plan, r, side)
         synchronize(plan.device)
         cooldown.before_call(holds[side.name].us / 1e6)
         held_from = time.perf_counter_ns()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .calls import flush, synchronize
-from .profiled import Cooldown, PassPlan
+from .profiled import Cooldown, PassPlan, note_call
 
 FLOOR_SAMPLES = 21
 # Untimed rounds before the first timed one, on a GPU: the first calls after the device pass (or
@@ -44,6 +44,7 @@ class HostPass:
     floor_ms: float
     spans_ms: dict[str, list[float]] = field(default_factory=dict)
     call_indices: dict[str, list[int]] = field(default_factory=dict)
+    opened_round: dict[str, list[bool]] = field(default_factory=dict)  # per call: the first of its round
 
 
 def host_span_ms(device: Any, call: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -78,9 +79,9 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
     result = into if into is not None else HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides},
                                                     {s.name: [] for s in plan.sides})
     cooldown = Cooldown(plan.cooldown)
-    for _, _, side in plan.schedule():
+    for r, _, side in plan.schedule():
         args = side.arguments()
-        result.call_indices[side.name].append(side.fresh.calls_made - 1)
+        note_call(result, plan, r, side)
         cooldown.before_call()
         flush(plan.flusher)
         side.enter_call()
