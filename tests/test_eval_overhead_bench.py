@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,3 +26,34 @@ def test_only_keeps_the_named_python_family_problems():
     picked = bench.problems(["rmsnorm"])
     assert {str(root.relative_to(bench.CORPUS)) for root, _ in picked} == {"samples/rmsnorm", "examples/triton/rmsnorm"}
     assert bench.problems(["no-such-problem"]) == []
+
+
+# A stand-in for a harness's CLI: it reports the Triton cache it was given (as the workload) and
+# whether that cache was empty when it started (as the status), then compiles into it.
+_CACHE_REPORTER = """
+import json, os, pathlib, sys
+cache = pathlib.Path(os.environ["TRITON_CACHE_DIR"])
+cache.mkdir(parents=True, exist_ok=True)
+status = "EMPTY" if not any(cache.iterdir()) else "WARM"
+(cache / f"kernel-{os.getpid()}.cubin").write_bytes(b"compiled")
+trace = {"workload": {"uuid": str(cache)}, "evaluation": {"status": status}}
+pathlib.Path(sys.argv[-1]).write_text(json.dumps(trace) + "\\n")
+"""
+
+
+def test_upstream_runs_on_empty_jit_caches_of_its_own_unless_told_to_share(tmp_path):
+    bench = _bench()
+    shared = tmp_path / "shared-triton-cache"
+    env = dict(os.environ, TRITON_CACHE_DIR=str(shared))
+    modes = {"upstream": ([sys.executable, "-c", _CACHE_REPORTER], env, [])}
+    root, sol = bench.problems(["rmsnorm"])[0]
+    for scratch in ("a", "b"):
+        (tmp_path / scratch).mkdir()
+
+    fresh = bench._measure_problem(0, root, sol, modes, 2, tmp_path / "a", {"upstream"})
+    (cache, status), = fresh["upstream_verdicts"].items()
+    assert status == "EMPTY" and Path(cache) != shared and str(tmp_path / "a") in cache
+    assert not shared.exists()  # the environment's cache was never touched
+
+    kept = bench._measure_problem(1, root, sol, modes, 2, tmp_path / "b", set())
+    assert kept["upstream_verdicts"] == {str(shared): "WARM"}  # the second run found the first's kernel
