@@ -12,7 +12,7 @@ Each of our runs compiles its JIT kernels into caches of its own that start empt
 private folders), as for a solution evaluated for the first time. Each upstream run gets the same:
 empty Triton, inductor, CUDA and XDG caches of its own (``private_environment``), so that neither
 side's time includes a kernel compiled by an earlier run; ``--upstream-shared-caches`` leaves
-upstream on the environment's caches instead (what the records before 2026-11-28 measured).
+upstream on the environment's caches instead.
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def main() -> None:
             subprocess.run(ours_cmd + ["worker", "stop"], env=ours_env)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary = {"problems": rows, "python": sys.version.split()[0], "repeat": args.repeat,
-               "upstream_jit_caches": "empty, each run's own" if fresh_caches else "the environment's",
                "median_wall_s": {m: statistics.median(r[f"{m}_wall_s"] for r in rows) for m in modes}}
+    if "upstream" in modes:
+        summary["upstream_jit_caches"] = "empty, each run's own" if fresh_caches else "the environment's"
     try:
         import torch
 

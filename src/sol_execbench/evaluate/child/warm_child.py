@@ -45,7 +45,7 @@ def _import_ahead(info) -> None:
     that need no device."""
     import_for_job(info)
     if info.is_gpu:
-        import torch._dynamo  # noqa: F401  (the profiler's first session imports it)
+        import torch._dynamo  # noqa: F401  (the profiler imports it when it first starts)
     try:
         import triton  # noqa: F401
 
@@ -97,8 +97,8 @@ def _warm_triton(info) -> None:
 
 
 def _warm_device_timing(info) -> None:
-    """Time a tiny kernel as an evaluation does, so that the process's first profiler session
-    (CUPTI start-up, its priming session, the torch._dynamo import the profiler makes) is over
+    """Time a tiny kernel as an evaluation does, so that the profiler's one-off costs in a process
+    (CUPTI start-up, the priming recording, the torch._dynamo import the profiler makes) are paid
     before a job arrives."""
     import torch
 
