@@ -1,8 +1,9 @@
-"""Replay the host-round stopping rule on recorded A/A rounds: where each evaluation would have
-stopped at another precision or round factor, and whether the A/A targets (``benchmarks/aa.py``)
-would still hold.
+"""Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
+stopped at another precision or round factor, whether it would have run its second device pass at
+another device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
 
-    python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--factor 12,20] [--out replay.json]
+    python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--factor 12,20]
+        [--device-precision 0.005,0.01] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
@@ -10,9 +11,11 @@ are its runs. For each precision and factor, each file's host rounds are cut whe
 (``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to the sides
 ``paired.extended_sides`` names) would have stopped; where it wants more rounds than were recorded,
 it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
-would do. The speedup, its interval and the latency then come from the package's own statistics, and
-each workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
-target, intervals containing 1.00, host rounds used); writes JSON; exit 0.
+would do. A second device pass that ran is then dropped where ``paired.device_rounds_wanted`` at
+the device precision would not have asked for it (one that did not run cannot be added). The
+speedup, its interval and the latency then come from the package's own statistics, and each
+workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
+target, intervals containing 1.00, host rounds and second device passes used); writes JSON; exit 0.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ def load(folder: Path) -> dict[str, list[TimingRounds]]:
     return runs
 
 
-def _cut(record: TimingRounds, host_rounds: dict[str, int]) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
-    """(reference, solution), each with at most its ``host_rounds`` host rounds."""
+def _cut(record: TimingRounds, host_rounds: dict[str, int],
+         device_rounds: int | None = None) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
+    """(reference, solution), each with at most its ``host_rounds`` host rounds and, where given,
+    its first ``device_rounds`` device rounds."""
     sides = {s.name: paired.SideMeasurement(
-        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms), host_ms=tuple(s.host_ms[:host_rounds[s.name]]),
+        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms[:device_rounds]),
+        host_ms=tuple(s.host_ms[:host_rounds[s.name]]),
         sync_floor_ms=s.sync_floor_ms, allowance_ms=s.launch_allowance_ms) for s in record.sides}
     return sides["reference"], sides["solution"]
 
@@ -60,38 +66,45 @@ def _pass_rounds(record: TimingRounds) -> int:
     return len(side.device_ms)
 
 
-def replay(record: TimingRounds, precision: float, factor: int) -> dict[str, Any]:
-    """The record as the rule at ``precision`` and ``factor`` would have left it: a row as
-    ``aa.py`` makes one from a trace, and the host rounds it used. As in a run, each batch of added
-    rounds goes to the sides ``paired.extended_sides`` names."""
+def replay(record: TimingRounds, precision: float, factor: int,
+           device_precision: float = paired.DEVICE_SPEEDUP_PRECISION) -> dict[str, Any]:
+    """The record as the rules at ``precision``, ``factor`` and ``device_precision`` would have
+    left it: a row as ``aa.py`` makes one from a trace, the host rounds it used and whether its
+    second device pass stayed. As in a run, each batch of added rounds goes to the sides
+    ``paired.extended_sides`` names, judged on the first device pass alone."""
     base = _pass_rounds(record)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
     limit = {name: min(n, factor * base) for name, n in recorded.items()}
     counts = {name: min(base, n) for name, n in recorded.items()}
-    reference, solution = _cut(record, counts)
+    reference, solution = _cut(record, counts, base)
     while paired.host_rounds_wanted(solution, reference, precision):
         names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
         if not names:
             break
         for name in names:
             counts[name] = min(counts[name] + base, limit[name])
+        reference, solution = _cut(record, counts, base)
+    second = len(record.sides[0].device_ms) > base and paired.device_rounds_wanted(solution, reference, device_precision)
+    if second:
         reference, solution = _cut(record, counts)
     interval = speedup_interval(reference.spans, solution.spans)
     return {"status": "PASSED", "speedup": interval.point, "low": interval.low, "high": interval.high,
             "latency_ms": solution.latency_ms, "host_bound": solution.host_bound,
-            "host_rounds": len(reference.host_ms) + len(solution.host_ms)}
+            "host_rounds": len(reference.host_ms) + len(solution.host_ms), "second_device_pass": second}
 
 
-def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int) -> dict[str, Any]:
+def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int,
+             device_precision: float = paired.DEVICE_SPEEDUP_PRECISION) -> dict[str, Any]:
     """Every workload replayed at one setting, and the A/A targets over them."""
-    workloads = {key: [replay(r, precision, factor) for r in records] for key, records in runs.items()}
+    workloads = {key: [replay(r, precision, factor, device_precision) for r in records] for key, records in runs.items()}
     verdicts = {key: judge(rows) for key, rows in workloads.items()}
     covered = sum(v.get("covered", 0) for v in verdicts.values())
     total = sum(v.get("runs", 0) for v in verdicts.values())
-    return {"precision": precision, "factor": factor, "workloads": len(verdicts),
+    return {"precision": precision, "factor": factor, "device_precision": device_precision, "workloads": len(verdicts),
             "meeting_every_target": sum(v["ok"] for v in verdicts.values()),
             "intervals_containing_one": covered, "workload_runs": total,
             "host_rounds": sum(row["host_rounds"] for rows in workloads.values() for row in rows),
+            "second_device_passes": sum(row["second_device_pass"] for rows in workloads.values() for row in rows),
             "missed": sorted(key for key, v in verdicts.items() if not v["ok"])}
 
 
@@ -106,17 +119,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated standard errors of the log speedup to stop at")
     parser.add_argument("--factor", default=str(paired.HOST_ROUNDS_FACTOR),
                         help="comma-separated limits on host rounds, as multiples of the device pass's rounds")
+    parser.add_argument("--device-precision", default=str(paired.DEVICE_SPEEDUP_PRECISION),
+                        help="comma-separated standard errors of the log speedup from the device rounds above "
+                             "which a second device pass runs")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    results = [evaluate(runs, p, f) for p in _numbers(args.precision, float) for f in _numbers(args.factor, int)]
-    print(f"{'precision':>9s} {'factor':>6s} {'targets met':>12s} {'intervals':>10s} {'host rounds':>11s}  missed")
+    results = [evaluate(runs, p, f, d) for p in _numbers(args.precision, float) for f in _numbers(args.factor, int)
+               for d in _numbers(args.device_precision, float)]
+    print(f"{'precision':>9s} {'factor':>6s} {'device':>7s} {'targets met':>12s} {'intervals':>10s} {'host rounds':>11s} "
+          f"{'2nd passes':>10s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['factor']:6d} {r['meeting_every_target']:5d} of {r['workloads']:<3d} "
-              f"{r['intervals_containing_one']:4d}/{r['workload_runs']:<5d} {r['host_rounds']:11d}  "
+        print(f"{r['precision']:9.4f} {r['factor']:6d} {r['device_precision']:7.4f} {r['meeting_every_target']:5d} of "
+              f"{r['workloads']:<3d} {r['intervals_containing_one']:4d}/{r['workload_runs']:<5d} {r['host_rounds']:11d} "
+              f"{r['second_device_passes']:10d}  "
               f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

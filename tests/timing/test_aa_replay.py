@@ -88,3 +88,28 @@ def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_a_secon
     second = first.model_copy(update={"device_ms": [0.03] * 2 * ROUNDS,
                                       "device_call_indices": list(range(ROUNDS)) + list(range(2 * ROUNDS, 3 * ROUNDS))})
     assert aa_replay._pass_rounds(TimingRounds(definition="aa", workload="w", sides=[second])) == ROUNDS
+
+
+def test_a_looser_device_precision_drops_second_device_passes_that_a_run_made(tmp_path):
+    """Device-set sides whose spans spread 8% (a 3 us kernel on the records' steps), two device
+    passes recorded: at the run's precision the second pass stays; at a precision above the first
+    pass's standard error it is dropped, and the speedup comes from the first pass's rounds alone."""
+    rng = np.random.default_rng(10)
+    for pid in (1, 2):
+        sides = []
+        for name in ("reference", "solution"):
+            side = _side(name, 0.003, list(0.03 + 0.003 * rng.standard_normal(ROUNDS)))
+            device = list(0.003 * (1 + 0.08 * rng.standard_normal(2 * ROUNDS)))
+            sides.append(side.model_copy(update={
+                "device_ms": device,
+                "device_call_indices": list(range(ROUNDS)) + list(range(2 * ROUNDS, 3 * ROUNDS))}))
+        record = TimingRounds(definition="aa", workload="small", sides=sides, speedup=1.0,
+                              speedup_interval=SpeedupInterval(low=0.97, high=1.03, verdict="parity", rounds=ROUNDS))
+        (tmp_path / f"aa__small__{pid}.json").write_text(record.model_dump_json())
+    runs = aa_replay.load(tmp_path)
+    kept, dropped = aa_replay.evaluate(runs, 0.0125, 12, 0.005), aa_replay.evaluate(runs, 0.0125, 12, 0.05)
+    assert kept["second_device_passes"] == 2 and dropped["second_device_passes"] == 0
+    (record, _) = runs["aa/small"]
+    first_only = aa_replay._cut(record, {"reference": ROUNDS, "solution": ROUNDS}, ROUNDS)
+    assert aa_replay.replay(record, 0.0125, 12, 0.05)["latency_ms"] == first_only[1].latency_ms
+    assert aa_replay.replay(record, 0.0125, 12, 0.005)["latency_ms"] != first_only[1].latency_ms

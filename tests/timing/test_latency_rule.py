@@ -297,13 +297,14 @@ def test_iterations_are_split_over_the_two_passes_in_even_rounds():
 
 def test_a_second_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup_imprecise():
     rng = np.random.default_rng(8)
-    # 1.4 us kernels read in steps of 32 ns: the median of 26 moves by a step (2.3%)
-    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=(2, 26)).ravel()]
+    # 1.4 us kernels read in steps of 32 ns over five steps (a 2.7 us Triton RMSNorm spread 8.4% on
+    # an H200): the median of 26 moves by a step (2.3%) or more
+    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 5, size=(2, 26)).ravel()]
     sol, ref = _measured_pair(quantised[:26], quantised[26:], [0.02] * 26)
     se = statistics.device_speedup_se(sol.spans, ref.spans)
     assert se > paired.DEVICE_SPEEDUP_PRECISION and paired.device_rounds_wanted(sol, ref)
     # four times the rounds halve it
-    many = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=(2, 104)).ravel()]
+    many = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 5, size=(2, 104)).ravel()]
     sol4, ref4 = _measured_pair(many[:104], many[104:], [0.02] * 104)
     assert statistics.device_speedup_se(sol4.spans, ref4.spans) < se * 0.75
     # a 1 ms kernel spread by 0.1%: precise after one pass
@@ -332,7 +333,7 @@ def test_no_second_device_pass_beside_a_host_set_side_whose_error_dominates():
     host time: the speedup's error is the reference's host rounds'; more device rounds would not
     narrow it."""
     rng = np.random.default_rng(10)
-    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 3, size=52)]
+    quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 7, size=52)]
     names = ("reference", "solution")
     dev = DevicePass("device", {"reference": [0.03] * 26, "solution": quantised[:26]},
                      {n: list(range(26)) for n in names})
