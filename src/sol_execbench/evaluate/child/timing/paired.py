@@ -314,7 +314,7 @@ def _second_device_pass(first: DevicePass, plan: PassPlan, suspicious: list[str]
     where the profiler could not run again (the first pass stands; tampering is recorded)."""
     for side in plan.sides:
         side.before_unforeseen_calls(plan.rounds)
-    second = replace(plan, first=1 - plan.first)
+    second = plan.opened_by_the_other_side()
     try:
         more = profiler_pass(second) if first.instrument == "device" else events_pass(second)
     except MethodUnavailable as exc:
@@ -348,7 +348,7 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         host = host_pass(passes)
         per_round_s = (time.perf_counter() - began) / plan.rounds
         phase("    host pass")
-        extension_began, added, batches = time.perf_counter(), 0, 0
+        extension_began, added, batch = time.perf_counter(), 0, passes
         while device is not None:
             sol, ref = _pair(sides, device, host, plan.allowance_ms)
             more = _more_host_rounds(sol, ref, plan.rounds, per_round_s, time.perf_counter() - extension_began)
@@ -357,8 +357,8 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
             extended = tuple(s for s in sides if s.name in extended_sides(sol, ref))
             for side in extended:
                 side.before_unforeseen_calls(more)
-            batches += 1
-            host_pass(replace(passes, sides=extended, rounds=more, first=batches % 2), into=host)
+            batch = batch.opened_by_the_other_side()
+            host_pass(replace(batch, sides=extended, rounds=more), into=host)
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")

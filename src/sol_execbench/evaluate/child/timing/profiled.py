@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -320,6 +320,11 @@ class PassPlan:
             for side in self.order(r):
                 yield r, k, side
                 k += 1
+
+    def opened_by_the_other_side(self) -> PassPlan:
+        """This plan with round 0 opened by the side that did not open it here: each pass or batch
+        after a pause starts so, from the one before it."""
+        return replace(self, first=1 - self.first)
 
     def opens_round(self, side: SideCalls, round_index: int) -> bool:
         """Whether ``side``'s call is the first of round ``round_index``."""
