@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from pydantic import Field
+
+from sol_execbench.envprobe.contract import build_contract
 from sol_execbench.schema import (BenchmarkConfig, Definition, FormatError, Loaded, Solution, Trace, load_config,
                                   load_definition, load_solution, load_workloads, merge_configs)
+from sol_execbench.schema.base import DocumentedJsonSchema, SchemaModel
 
 from .conftest import CONFORMANCE
 from .problems import add_definition, solution, workloads, write_problem
@@ -218,3 +222,36 @@ def test_non_utf8_source_beside_the_solution_is_a_format_error(tmp_path: Path):
     assert info.value.path == str(tmp_path / "solution.json")
     assert "sources.0.content" in info.value.message
     assert str(tmp_path / "kernel.py") in info.value.message and "not UTF-8" in info.value.message
+
+
+class _Documented(SchemaModel):
+    plain: int = 0
+    """Said below the field.
+
+    Over two lines."""
+    explicit: int = Field(default=0, description="said in the field")
+    """Not this one."""
+    silent: int = 0
+
+
+class _Redeclared(_Documented):
+    plain: int = 1  # declared again without a docstring: pydantic gives it none either
+    added: str = ""
+    """A field of the subclass."""
+
+
+def test_json_schema_describes_fields_by_their_attribute_docstrings():
+    properties = _Redeclared.model_json_schema(schema_generator=DocumentedJsonSchema)["properties"]
+    assert properties["added"]["description"] == "A field of the subclass."
+    assert properties["explicit"]["description"] == "said in the field"
+    assert "description" not in properties["silent"]
+    assert "description" not in properties["plain"]
+    parent = _Documented.model_json_schema(schema_generator=DocumentedJsonSchema)["properties"]
+    assert parent["plain"]["description"] == "Said below the field.\n\nOver two lines."
+
+
+def test_contract_formats_carry_field_descriptions():
+    """A nested model's field in a format the contract lists: described there as in its source."""
+    trace = build_contract([])["formats"]["trace"]
+    build = trace["$defs"]["BuildRecord"]["properties"]
+    assert build["jit_time_s"]["description"].startswith("Wall time of the first call")

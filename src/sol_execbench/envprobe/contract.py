@@ -16,6 +16,7 @@ from sol_execbench.schema import (BLOCKER_MEANING, STATUS_MEANING, BenchmarkConf
 from sol_execbench.schema.dataset_inputs import ExecutionClosure, Readiness, ReadySubset, TimeoutOverrides
 from sol_execbench.schema.dataset_run import DatasetSummary, RunRecord
 from sol_execbench.schema.timing_rule import LAUNCH_ALLOWANCE_US, RULE as LATENCY_RULE
+from sol_execbench.schema.base import DocumentedJsonSchema
 from sol_execbench.schema.benches import (AllreduceSweep, BaselineFile, FastPReport, GemmSweep,
                                           HardwareComparison)
 from sol_execbench.schema.bound import ProblemBound, ProblemDerivation
@@ -76,7 +77,8 @@ def build_contract(cli_commands: list[dict[str, Any]], console_scripts: Sequence
         "tool": {"name": TOOL_NAME, "version": __version__},
         "contract_version": CONTRACT_VERSION,
         "schema_versions": {"env_snapshot": SCHEMA_VERSION},
-        "formats": {name: model.model_json_schema() for name, model in FORMATS.items()},
+        "formats": {name: model.model_json_schema(schema_generator=DocumentedJsonSchema)
+                    for name, model in FORMATS.items()},
         "trace_statuses": [{"status": status.value, "meaning": meaning} for status, meaning in STATUS_MEANING.items()],
         "migration_blockers": [{"code": code.value, "meaning": meaning} for code, meaning in BLOCKER_MEANING.items()],
         "latency_rule": {"text": LATENCY_RULE, "launch_allowance_us": LAUNCH_ALLOWANCE_US},
