@@ -278,3 +278,10 @@ def test_every_command_module_is_in_the_lazy_table_and_an_evaluation_imports_onl
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "['evaluate_cmd']"
     assert out[1] == str(sorted(cli.commands["dataset"].commands))
+
+
+def test_speedups_show_alike_decimals_beside_their_interval():
+    from sol_execbench.cli.render import ratio_text
+
+    assert [ratio_text(x) for x in (1.3, 1.14, 0.95, 1.0, 12.345, 123.4, 0.01234)] == \
+        ["1.30", "1.14", "0.95", "1.00", "12.35", "123", "0.012"]

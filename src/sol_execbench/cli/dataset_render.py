@@ -19,6 +19,8 @@ from sol_execbench.dataset.events import RunEvent
 from sol_execbench.dataset.options import RunOptions
 from sol_execbench.schema.dataset_run import CategorySummary, DatasetSummary, ProblemSummary
 
+from .render import ratio_text
+
 PASSED = "PASSED"
 MAX_FAILURES_LISTED = 20
 
@@ -33,7 +35,7 @@ def _statuses(statuses: dict[str, int]) -> str:
 
 
 def _speedup(value: float | None) -> str:
-    return f"{value:.3g}x" if value is not None else "-"
+    return f"{ratio_text(value)}x" if value is not None else "-"
 
 
 def _passed(summary: ProblemSummary | CategorySummary) -> bool:

@@ -55,14 +55,23 @@ def traces_table(traces: list[Trace], title: str) -> Table:
     return table
 
 
+def ratio_text(value: float) -> str:
+    """A speedup as a table shows it: two decimals from 0.1 to 100 (1.30, not 1.3, beside 1.14),
+    whole numbers above, two significant digits below."""
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+
+
 def _speedup(perf) -> str:
     """The speedup with its interval and verdict where the reference was timed beside the solution."""
     if not perf or not perf.speedup_factor:
         return "-"
     interval = perf.speedup_interval
     if interval is None:
-        return f"{perf.speedup_factor:.3g}x"
-    return f"{perf.speedup_factor:.3g}x [{interval.low:.3g}, {interval.high:.3g}] {interval.verdict}"
+        return f"{ratio_text(perf.speedup_factor)}x"
+    return (f"{ratio_text(perf.speedup_factor)}x [{ratio_text(interval.low)}, {ratio_text(interval.high)}] "
+            f"{interval.verdict}")
 
 
 def timing_line(traces: list[Trace]) -> str | None:
