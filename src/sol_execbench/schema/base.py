@@ -62,10 +62,9 @@ class DocumentedJsonSchema(GenerateJsonSchema):
         json_schema = super().model_schema(schema)
         cls = schema["cls"]
         properties = json_schema.get("properties", {})
-        for name, info in getattr(cls, "model_fields", {}).items():
-            key = info.alias if isinstance(info.alias, str) else name
-            prop = properties.get(key)
-            if isinstance(prop, dict) and "description" not in prop and (doc := _field_docstring(cls, name)):
+        for name, info in cls.model_fields.items():
+            prop = properties.get(info.alias or name)
+            if prop is not None and "description" not in prop and (doc := _field_docstring(cls, name)):
                 prop["description"] = doc
                 ordered = sorted(prop.items())  # the keys in pydantic's own order (it sorts them)
                 prop.clear()
