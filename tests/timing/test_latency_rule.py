@@ -133,6 +133,33 @@ def test_the_interval_allows_for_an_offset_between_the_sides_host_times():
     assert device_set.high == pytest.approx(expected, rel=0.003)
 
 
+def test_the_interval_draws_host_rounds_in_runs_where_there_are_many():
+    """Host rounds are resampled as runs of consecutive rounds (HOST_BLOCKS of them): a stretch of
+    load that slowed one side's calls for many rounds in a row moves the interval as one stretch,
+    not as many independent rounds. The same paired differences in stretches of 60 rounds give a
+    wider interval than in an order with no stretches; below 2 x HOST_BLOCKS rounds, single rounds."""
+    rng = np.random.default_rng(3)
+    picks = statistics._host_picks(rng, 624, 50)
+    block = 624 // statistics.HOST_BLOCKS
+    assert picks.shape == (50, 624) and picks.min() >= 0 and picks.max() < 624
+    runs = picks.reshape(50, -1, block)
+    assert (np.diff(runs, axis=2) == 1).all()  # each run is consecutive rounds
+    assert len(np.unique(runs[:, :, 0])) > 500  # starting anywhere
+    single = statistics._host_picks(rng, 2 * statistics.HOST_BLOCKS - 1, 400)
+    assert (np.diff(single, axis=1) == 1).mean() < 0.1  # single rounds
+
+    n, stretch = 600, 60
+    slow = [(k // stretch) % 2 == 0 for k in range(n)]  # the reference slower in every other stretch
+    reference = [0.30 + (0.02 if s else 0.0) for s in slow]
+    solution = [0.30 + (0.0 if s else 0.02) for s in slow]
+    order = np.random.default_rng(5).permutation(n)  # the same rounds with no stretches
+    in_stretches = speedup_interval(_spans([0.04] * 50, reference), _spans([0.04] * 50, solution))
+    shuffled = speedup_interval(_spans([0.04] * 50, [reference[i] for i in order]),
+                                _spans([0.04] * 50, [solution[i] for i in order]))
+    assert in_stretches.point == pytest.approx(shuffled.point)
+    assert np.log(in_stretches.high / in_stretches.low) > 1.2 * np.log(shuffled.high / shuffled.low)
+
+
 class _VirtualClock:
     """A clock that only calls move: each call adds its cost, so host spans are exact."""
 
