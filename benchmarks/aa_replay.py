@@ -1,5 +1,5 @@
 """Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision or round factor, whether it would have run its second device pass at
+stopped at another precision or round factor, which of its added device passes it would have run at
 another device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--factor 12,20]
@@ -11,11 +11,12 @@ are its runs. For each precision and factor, each file's host rounds are cut whe
 (``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to the sides
 ``paired.extended_sides`` names) would have stopped; where it wants more rounds than were recorded,
 it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
-would do. A second device pass that ran is then dropped where ``paired.device_rounds_wanted`` at
-the device precision would not have asked for it (one that did not run cannot be added). The
+would do. Each added device pass that ran then stays while ``paired.device_rounds_wanted`` at the
+device precision asks for it, for the sides ``paired.device_extended_sides`` names (one that did
+not run cannot be added). The
 speedup, its interval and the latency then come from the package's own statistics, and each
 workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
-target, intervals containing 1.00, host rounds and second device passes used); writes JSON; exit 0.
+target, intervals containing 1.00, host rounds and added device passes used); writes JSON; exit 0.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ def load(folder: Path) -> dict[str, list[TimingRounds]]:
 
 
 def _cut(record: TimingRounds, host_rounds: dict[str, int],
-         device_rounds: int | None = None) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
+         device_rounds: dict[str, int] | None = None) -> tuple[paired.SideMeasurement, paired.SideMeasurement]:
     """(reference, solution), each with at most its ``host_rounds`` host rounds and, where given,
     its first ``device_rounds`` device rounds."""
     sides = {s.name: paired.SideMeasurement(
-        name=s.name, instrument=s.instrument, device_ms=tuple(s.device_ms[:device_rounds]),
+        name=s.name, instrument=s.instrument,
+        device_ms=tuple(s.device_ms[:device_rounds[s.name]] if device_rounds is not None else s.device_ms),
         host_ms=tuple(s.host_ms[:host_rounds[s.name]]),
         sync_floor_ms=s.sync_floor_ms, allowance_ms=s.launch_allowance_ms) for s in record.sides}
     return sides["reference"], sides["solution"]
@@ -59,7 +61,7 @@ def _cut(record: TimingRounds, host_rounds: dict[str, int],
 
 def _pass_rounds(record: TimingRounds) -> int:
     """Rounds of one pass: a side's host pass begins right after the calls of its first device pass
-    (a second device pass, where one ran, comes after the host pass)."""
+    (added device passes, where they ran, come after the host pass)."""
     side = record.sides[0]
     if side.device_call_indices and side.host_call_indices:
         return side.host_call_indices[0] - side.device_call_indices[0]
@@ -69,28 +71,38 @@ def _pass_rounds(record: TimingRounds) -> int:
 def replay(record: TimingRounds, precision: float, factor: int,
            device_precision: float = paired.DEVICE_SPEEDUP_PRECISION) -> dict[str, Any]:
     """The record as the rules at ``precision``, ``factor`` and ``device_precision`` would have
-    left it: a row as ``aa.py`` makes one from a trace, the host rounds it used and whether its
-    second device pass stayed. As in a run, each batch of added rounds goes to the sides
-    ``paired.extended_sides`` names, judged on the first device pass alone."""
+    left it: a row as ``aa.py`` makes one from a trace, the host rounds it used and the device
+    passes it added. As in a run, each batch of added host rounds goes to the sides
+    ``paired.extended_sides`` names, judged on the first device pass alone; then each added device
+    pass that ran stays while ``paired.device_rounds_wanted`` at ``device_precision`` asks for it,
+    for the sides ``paired.device_extended_sides`` names (one that did not run cannot be added)."""
     base = _pass_rounds(record)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
     limit = {name: min(n, factor * base) for name, n in recorded.items()}
     counts = {name: min(base, n) for name, n in recorded.items()}
-    reference, solution = _cut(record, counts, base)
+    device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
+    reference, solution = _cut(record, counts, device)
     while paired.host_rounds_wanted(solution, reference, precision):
         names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
         if not names:
             break
         for name in names:
             counts[name] = min(counts[name] + base, limit[name])
-        reference, solution = _cut(record, counts, base)
-    second = len(record.sides[0].device_ms) > base and paired.device_rounds_wanted(solution, reference, device_precision)
-    if second:
-        reference, solution = _cut(record, counts)
+        reference, solution = _cut(record, counts, device)
+    device_recorded = {s.name: len(s.device_ms) for s in record.sides}
+    added = 0
+    while paired.device_rounds_wanted(solution, reference, device_precision):
+        names = paired.device_extended_sides(solution, reference)
+        if not names or any(device[name] >= device_recorded[name] for name in names):
+            break
+        for name in names:
+            device[name] = min(device[name] + base, device_recorded[name])
+        added += 1
+        reference, solution = _cut(record, counts, device)
     interval = speedup_interval(reference.spans, solution.spans)
     return {"status": "PASSED", "speedup": interval.point, "low": interval.low, "high": interval.high,
             "latency_ms": solution.latency_ms, "host_bound": solution.host_bound,
-            "host_rounds": len(reference.host_ms) + len(solution.host_ms), "second_device_pass": second}
+            "host_rounds": len(reference.host_ms) + len(solution.host_ms), "added_device_passes": added}
 
 
 def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int,
@@ -104,7 +116,7 @@ def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int,
             "meeting_every_target": sum(v["ok"] for v in verdicts.values()),
             "intervals_containing_one": covered, "workload_runs": total,
             "host_rounds": sum(row["host_rounds"] for rows in workloads.values() for row in rows),
-            "second_device_passes": sum(row["second_device_pass"] for rows in workloads.values() for row in rows),
+            "added_device_passes": sum(row["added_device_passes"] for rows in workloads.values() for row in rows),
             "missed": sorted(key for key, v in verdicts.items() if not v["ok"])}
 
 
@@ -121,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated limits on host rounds, as multiples of the device pass's rounds")
     parser.add_argument("--device-precision", default=str(paired.DEVICE_SPEEDUP_PRECISION),
                         help="comma-separated standard errors of the log speedup from the device rounds above "
-                             "which a second device pass runs")
+                             "which another device pass runs")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
@@ -131,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     results = [evaluate(runs, p, f, d) for p in _numbers(args.precision, float) for f in _numbers(args.factor, int)
                for d in _numbers(args.device_precision, float)]
     print(f"{'precision':>9s} {'factor':>6s} {'device':>7s} {'targets met':>12s} {'intervals':>10s} {'host rounds':>11s} "
-          f"{'2nd passes':>10s}  missed")
+          f"{'dev passes':>10s}  missed")
     for r in results:
         print(f"{r['precision']:9.4f} {r['factor']:6d} {r['device_precision']:7.4f} {r['meeting_every_target']:5d} of "
               f"{r['workloads']:<3d} {r['intervals_containing_one']:4d}/{r['workload_runs']:<5d} {r['host_rounds']:11d} "
-              f"{r['second_device_passes']:10d}  "
+              f"{r['added_device_passes']:10d}  "
               f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

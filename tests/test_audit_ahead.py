@@ -1,4 +1,4 @@
-"""Passes added after the planned ones (more host rounds, a second device pass) carry an audited
+"""Passes added after the planned ones (more host rounds, added device passes) carry an audited
 call of their own: a solution that stops computing once the planned passes are over is caught there.
 Built in this process, on the CPU, as the child builds it; the calls are made as a pass makes them."""
 

@@ -80,8 +80,8 @@ def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds
     assert ROUNDS < solution_rounds < 600 and solution_rounds % ROUNDS == 0
 
 
-def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_a_second_device_pass():
-    """A record whose device spans hold a second device pass (after the host pass): the host
+def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_an_added_device_pass():
+    """A record whose device spans hold an added device pass (after the host pass): the host
     rounds are replayed in batches of one pass's rounds, not of all device spans."""
     first = _side("solution", 0.03, [0.15] * ROUNDS)
     assert aa_replay._pass_rounds(TimingRounds(definition="aa", workload="w", sides=[first])) == ROUNDS
@@ -90,7 +90,7 @@ def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_a_secon
     assert aa_replay._pass_rounds(TimingRounds(definition="aa", workload="w", sides=[second])) == ROUNDS
 
 
-def test_a_looser_device_precision_drops_second_device_passes_that_a_run_made(tmp_path):
+def test_a_looser_device_precision_drops_added_device_passes_that_a_run_made(tmp_path):
     """Device-set sides whose spans spread 8% (a 3 us kernel on the records' steps), two device
     passes recorded: at the run's precision the second pass stays; at a precision above the first
     pass's standard error it is dropped, and the speedup comes from the first pass's rounds alone."""
@@ -108,8 +108,8 @@ def test_a_looser_device_precision_drops_second_device_passes_that_a_run_made(tm
         (tmp_path / f"aa__small__{pid}.json").write_text(record.model_dump_json())
     runs = aa_replay.load(tmp_path)
     kept, dropped = aa_replay.evaluate(runs, 0.0125, 12, 0.005), aa_replay.evaluate(runs, 0.0125, 12, 0.05)
-    assert kept["second_device_passes"] == 2 and dropped["second_device_passes"] == 0
+    assert kept["added_device_passes"] == 2 and dropped["added_device_passes"] == 0
     (record, _) = runs["aa/small"]
-    first_only = aa_replay._cut(record, {"reference": ROUNDS, "solution": ROUNDS}, ROUNDS)
+    first_only = aa_replay._cut(record, {"reference": ROUNDS, "solution": ROUNDS}, {"reference": ROUNDS, "solution": ROUNDS})
     assert aa_replay.replay(record, 0.0125, 12, 0.05)["latency_ms"] == first_only[1].latency_ms
     assert aa_replay.replay(record, 0.0125, 12, 0.005)["latency_ms"] != first_only[1].latency_ms

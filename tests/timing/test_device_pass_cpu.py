@@ -419,11 +419,12 @@ def test_the_warm_up_after_an_idle_device_idles_between_calls_as_the_rounds_do(f
         assert len(gaps) < warm_s / (device_wait_s * (1 + cooldown) * 0.95)
 
 
-def test_a_second_device_pass_runs_after_the_host_pass_where_the_device_rounds_leave_the_speedup_imprecise(
+def test_more_device_passes_run_after_the_host_pass_while_the_device_rounds_leave_the_speedup_imprecise(
         fake_gpu, monkeypatch):
-    """Kernels of 1.0 to 1.2 ms at random: six rounds leave the speedup known to a few percent, so a
-    second device pass of as many rounds follows the host pass; the audited call planned in the
-    host pass stays where it was."""
+    """Kernels of 1.0 to 1.2 ms at random: six rounds a pass leave the speedup known to a few percent
+    however many passes run, so device passes of as many rounds follow the host pass up to
+    DEVICE_PASSES_MAX in all, each opening with the side the one before did not; the audited call
+    planned in the host pass stays where it was, and each added pass carries one of its own."""
     import random
 
     real, pick = activity.from_kineto, random.Random(3)
@@ -436,26 +437,63 @@ def test_a_second_device_pass_runs_after_the_host_pass_where_the_device_rounds_l
         return records + added
 
     monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    monkeypatch.setattr(paired, "DEVICE_EXTENSION_BUDGET_S", 30.0)
     keeper = CallKeeper(2 + ROUNDS + 1)  # the host pass's second call
     solution, reference = _sides(_stops_computing_after(2 + 2 * ROUNDS), keeper=keeper)
     asked = []
     solution.audit_ahead = lambda count: asked.append(count) or CallKeeper(solution.fresh.calls_made + count - 1)
     m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
                                                 allowance_ms=ALLOWANCE_MS))
-    assert len(m.solution.device_ms) == len(m.reference.device_ms) == 2 * ROUNDS
-    assert m.solution.device_call_indices == tuple(range(2, 2 + ROUNDS)) + tuple(range(2 + 2 * ROUNDS, 2 + 3 * ROUNDS))
+    passes = paired.DEVICE_PASSES_MAX
+    assert len(m.solution.device_ms) == len(m.reference.device_ms) == passes * ROUNDS
+    assert m.solution.device_call_indices == tuple(range(2, 2 + ROUNDS)) + tuple(range(2 + 2 * ROUNDS,
+                                                                                         2 + (passes + 1) * ROUNDS))
     assert m.solution.host_call_indices == tuple(range(2 + ROUNDS, 2 + 2 * ROUNDS))
     assert keeper.kept is not None and m.suspicious == ()
     assert all(1.0 <= d <= 1.2 for d in m.solution.device_ms)
-    # the second pass was announced to the solution's audit planner, whose keeper saw its last call:
+    # each added pass was announced to the solution's audit planner, whose keeper saw its last call:
     # a solution that stopped computing after the planned passes is seen there
-    (late,) = [k for k in solution.keepers if k is not keeper]
-    assert asked == [ROUNDS] and late.call_index == 2 + 3 * ROUNDS - 1 and torch.all(late.kept == 0)
-    # the second pass opens with the solution: the first call after the pause is not always the reference's
+    late = [k for k in solution.keepers if k is not keeper]
+    assert asked == [ROUNDS] * (passes - 1)
+    assert [k.call_index for k in late] == [2 + (p + 2) * ROUNDS - 1 for p in range(1, passes)]
+    assert all(torch.all(k.kept == 0) for k in late)
+    # each pass opens with the other side: the first call after a pause is not always the reference's
     opened = (True, False) * (ROUNDS // 2)
-    assert m.reference.device_opened_round == opened + tuple(not o for o in opened)
-    assert m.solution.device_opened_round == tuple(not o for o in opened) + opened
+    flipped = tuple(not o for o in opened)
+    assert m.reference.device_opened_round == (opened + flipped) * (passes // 2)
+    assert m.solution.device_opened_round == (flipped + opened) * (passes // 2)
     assert m.reference.host_opened_round == opened
+
+
+def test_added_device_passes_go_to_the_sides_whose_device_time_sets_their_latency(fake_gpu, monkeypatch):
+    """A reference whose host time sets its latency (3 ms of host work a call beside 0.1 ms of
+    kernels) and a solution of 1.0 to 1.2 ms kernels at random: only the solution runs the added
+    device passes, and the interval draws each side's device rounds apart."""
+    import random
+
+    real, pick = activity.from_kineto, random.Random(4)
+
+    def from_kineto(events):  # a call range of over 2 ms is the reference's
+        records = real(events)
+        return records + [
+            Activity("kernel", "k", r.start_ns + 500, r.start_ns + 500 + (
+                100_000 if r.end_ns - r.start_ns > 2_000_000 else pick.randrange(1_000_000, 1_200_000)),
+                linked=r.correlation)
+            for r in records if r.kind == "user_annotation" and r.name.startswith(CALL_RANGE + "#")]
+
+    def host_work(x, y):
+        time.sleep(0.003)
+        return x + y
+
+    monkeypatch.setattr(activity, "from_kineto", from_kineto)
+    monkeypatch.setattr(paired, "DEVICE_EXTENSION_BUDGET_S", 30.0)
+    solution, reference = _sides(lambda x, y: x + y, host_work)
+    m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
+                                                allowance_ms=ALLOWANCE_MS))
+    assert m.reference.host_bound and not m.solution.host_bound
+    assert len(m.reference.device_ms) == ROUNDS and all(d == pytest.approx(0.1) for d in m.reference.device_ms)
+    assert len(m.solution.device_ms) == paired.DEVICE_PASSES_MAX * ROUNDS
+    assert m.speedup is not None and m.speedup.low < m.speedup.point < m.speedup.high
 
 
 def test_each_batch_of_added_host_rounds_opens_with_the_other_side(fake_gpu, monkeypatch):
@@ -479,7 +517,7 @@ def test_each_batch_of_added_host_rounds_opens_with_the_other_side(fake_gpu, mon
     assert all(r != s for r, s in zip(m.reference.host_opened_round, m.solution.host_opened_round))
 
 
-def test_steady_device_rounds_get_no_second_device_pass(fake_gpu, monkeypatch):
+def test_steady_device_rounds_get_no_added_device_pass(fake_gpu, monkeypatch):
     monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000_000))
     m = _measure(fake_gpu, lambda x, y: x + y)
     assert len(m.solution.device_ms) == len(m.reference.device_ms) == ROUNDS

@@ -322,7 +322,7 @@ def test_iterations_are_split_over_the_two_passes_in_even_rounds():
     assert paired.rounds_per_pass(3, gpu=False) == 3
 
 
-def test_a_second_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup_imprecise():
+def test_another_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup_imprecise():
     rng = np.random.default_rng(8)
     # 1.4 us kernels read in steps of 32 ns over five steps (a 2.7 us Triton RMSNorm spread 8.4% on
     # an H200): the median of 26 moves by a step (2.3%) or more

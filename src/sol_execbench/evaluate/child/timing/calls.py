@@ -122,7 +122,7 @@ class SideCalls:
     warm_args: list[Any] | None = None  # the last warm-up call's arguments (re-used, never timed)
     warm_own_ms: list[float] = field(default_factory=list)  # host time until each warm-up call returned
     # Given the number of calls this side is about to make in a pass the plan could not foresee
-    # (added host rounds, a second device pass), returns the keeper of an audited call it planted
+    # (added host rounds, added device passes), returns the keeper of an audited call it planted
     # among them, or None: no timed call may lie beyond every audited one, or a solution could
     # stop computing after the planned passes.
     audit_ahead: Callable[[int], CallKeeper | None] | None = None

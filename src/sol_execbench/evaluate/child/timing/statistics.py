@@ -169,25 +169,36 @@ def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: fl
     return float(sum(x.var(ddof=1) / len(x) for x in sides) ** 0.5)
 
 
-def _device_set(side: SideSpans) -> bool:
+def device_sets_latency(side: SideSpans) -> bool:
+    """Whether the side's device time sets its latency (it has one, and its host time less the
+    allowance is not above it)."""
     device = side.device_median_ms()
     return device is not None and not host_set(device, host_time_ms(side.host), side.allowance_ms)
+
+
+def _device_picks(rng: np.random.Generator, sides: list[SideSpans], resamples: int) -> list[np.ndarray]:
+    """Round numbers for each side's device rounds: the same for both sides where they ran as many
+    (paired rounds), else each side its own (one ran added device passes alone)."""
+    counts = {len(s.device) for s in sides}
+    if len(counts) == 1:
+        shared = rng.integers(0, max(1, counts.pop()), size=(resamples, len(sides[0].device)))
+        return [shared] * len(sides)
+    return [rng.integers(0, max(1, len(s.device)), size=(resamples, len(s.device))) for s in sides]
 
 
 def device_speedup_se(solution: SideSpans, reference: SideSpans | None, resamples: int = SE_RESAMPLES) -> float:
     """Standard error of the log speedup that the device rounds leave: a bootstrap of the device
     medians of the sides whose device time sets their latency, drawing the same round numbers for
-    both sides (0 where neither side's does). Without a reference, that of the solution's log
-    latency. A side whose host time sets its latency contributes nothing: its device rounds cannot
-    move it."""
-    sides = [(s, sign) for s, sign in ((solution, -1.0), (reference, 1.0)) if s is not None and _device_set(s)]
+    both sides where they ran as many rounds (0 where neither side's device time sets its latency).
+    Without a reference, that of the solution's log latency. A side whose host time sets its
+    latency contributes nothing: its device rounds cannot move it."""
+    sides = [(s, sign) for s, sign in ((solution, -1.0), (reference, 1.0)) if s is not None and device_sets_latency(s)]
     if not sides:
         return 0.0
-    rounds = len(sides[0][0].device)
-    if rounds < 2 or any(len(s.device) != rounds for s, _ in sides):
+    if any(len(s.device) < 2 for s, _ in sides):
         return float("inf")
-    picks = np.random.default_rng(_BOOTSTRAP_SEED).integers(0, rounds, size=(resamples, rounds))
-    log_ratio = sum(sign * np.log(_median_rows(s.device_array(), picks)) for s, sign in sides)
+    picks = _device_picks(np.random.default_rng(_BOOTSTRAP_SEED), [s for s, _ in sides], resamples)
+    log_ratio = sum(sign * np.log(_median_rows(s.device_array(), p)) for (s, sign), p in zip(sides, picks))
     log_ratio = log_ratio[np.isfinite(log_ratio)]
     return float(log_ratio.std(ddof=1)) if log_ratio.size >= 2 else float("inf")
 
@@ -230,19 +241,19 @@ def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: 
 def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: float = CONFIDENCE,
                      resamples: int = RESAMPLES) -> SpeedupInterval:
     """The ratio of the two sides' latencies, and a percentile bootstrap of it: a resample draws
-    whole rounds of each pass (the same round numbers for both sides), so both sides keep what
-    each round shared (clock, heat, load), and an offset of each side's device time
+    whole rounds of each pass (the same round numbers for both sides where they ran as many), so
+    both sides keep what each round shared (clock, heat, load), and an offset of each side's device time
     (``DEVICE_OFFSET``) and of its host time (``HOST_OFFSET``), each moving a latency only where
     its time sets it."""
-    if len(reference.device) != len(solution.device) or not reference.host or not solution.host:
-        raise ValueError("paired rounds need as many reference as solution times in the device pass, and host times")
+    if not reference.host or not solution.host:
+        raise ValueError("the interval needs host times of both sides")
     sol_latency = solution.latency_ms()
     point = reference.latency_ms() / sol_latency if sol_latency > 0 else 0.0
     rounds = min(len(reference.host), len(solution.host))
     if rounds < 2:
         return SpeedupInterval(point, point, point, confidence, rounds)
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
-    device_picks = rng.integers(0, max(1, len(reference.device)), size=(resamples, len(reference.device)))
+    solution_device_picks, reference_device_picks = _device_picks(rng, [solution, reference], resamples)
     host_picks = _host_picks(rng, len(solution.host), resamples)
     # A side that ran more host rounds (the only one whose host time could set its latency) draws
     # its own: its added rounds have no partner to pair with.
@@ -250,8 +261,9 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
         _host_picks(rng, len(reference.host), resamples)
     spread = np.array([DEVICE_OFFSET, HOST_OFFSET])[None, :, None]
     offsets = np.exp(spread * rng.standard_normal((2, 2, resamples)))  # side, (device, host), resample
-    sol = _resampled_latencies(solution, device_picks, host_picks, offsets[0])
-    ratios = _resampled_latencies(reference, device_picks, reference_picks, offsets[1]) / np.where(sol > 0, sol, np.nan)
+    sol = _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0])
+    ratios = _resampled_latencies(reference, reference_device_picks, reference_picks, offsets[1]) / \
+        np.where(sol > 0, sol, np.nan)
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return SpeedupInterval(point, point, point, confidence, rounds)
