@@ -13,9 +13,8 @@ are its runs. For each precision and factor, each file's host rounds are cut whe
 it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
 would do. Each added device pass that ran then stays while ``paired.device_rounds_wanted`` at the
 device precision asks for it, for the sides ``paired.device_extended_sides`` names (one that did
-not run cannot be added). The
-speedup, its interval and the latency then come from the package's own statistics, and each
-workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
+not run cannot be added). The speedup, its interval and the latency then come from the package's
+own statistics, and each workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
 target, intervals containing 1.00, host rounds and added device passes used); writes JSON; exit 0.
 """
 

@@ -27,7 +27,7 @@ RULE = (
     "solution, reference; each later batch of rounds opens with the side the one before did not), call k of "
     "each reading its inputs at the same addresses. "
     "The speedup is the ratio of the two latencies; its confidence interval is a bootstrap over the paired rounds "
-    "of both passes (many host rounds drawn as runs of consecutive rounds) that also draws an offset of each side's device time and of its host time (0.5% standard "
-    "deviation each, the offsets identical code shows within one process), and the verdict is faster or slower "
-    "only when the whole interval lies above or below 1."
+    "of both passes (many host rounds drawn as runs of consecutive rounds) that also draws an offset of each "
+    "side's device time and of its host time (0.5% standard deviation each, the offsets identical code shows "
+    "within one process), and the verdict is faster or slower only when the whole interval lies above or below 1."
 )

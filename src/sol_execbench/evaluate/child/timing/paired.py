@@ -321,32 +321,38 @@ def device_extended_sides(solution: SideMeasurement, reference: SideMeasurement 
     return [s.name for s in _sides(solution, reference) if device_sets_latency(s.spans)]
 
 
-def _more_device_passes(first: DevicePass, plan: PassPlan, host: HostPass, allowance_ms: float,
+def _announced(batch: PassPlan, names: list[str], rounds: int) -> PassPlan:
+    """``batch`` narrowed to the sides ``names`` names and to ``rounds`` rounds, for a pass or batch
+    added after the planned ones; each of those sides is told of the calls first (``audit_ahead``)."""
+    sides = tuple(s for s in batch.sides if s.name in names)
+    for side in sides:
+        side.before_unforeseen_calls(rounds)
+    return replace(batch, sides=sides, rounds=rounds)
+
+
+def _more_device_passes(device: DevicePass, plan: PassPlan, host: HostPass, allowance_ms: float,
                         suspicious: list[str]) -> int:
-    """Device passes of ``plan``'s rounds, by ``first``'s instrument, appended to it while
+    """Device passes of ``plan``'s rounds, by ``device``'s instrument, appended to it while
     ``device_rounds_wanted``, each to ``device_extended_sides``, within ``DEVICE_PASSES_MAX`` passes
     and ``DEVICE_EXTENSION_BUDGET_S``; each opens with the side the one before did not. Stops where
     the profiler could not run again (the passes so far stand; tampering is recorded). Returns how
     many were added."""
     added, began, batch = 0, time.perf_counter(), plan
     while 1 + added < DEVICE_PASSES_MAX and time.perf_counter() - began < DEVICE_EXTENSION_BUDGET_S:
-        sol, ref = _pair(plan.sides, first, host, allowance_ms)
+        sol, ref = _pair(plan.sides, device, host, allowance_ms)
         if not device_rounds_wanted(sol, ref):
             break
-        names = device_extended_sides(sol, ref)
         batch = batch.opened_by_the_other_side()
-        extended = replace(batch, sides=tuple(s for s in plan.sides if s.name in names))
-        for side in extended.sides:
-            side.before_unforeseen_calls(plan.rounds)
+        extended = _announced(batch, device_extended_sides(sol, ref), plan.rounds)
         try:
-            more = profiler_pass(extended) if first.instrument == "device" else events_pass(extended)
+            more = profiler_pass(extended) if device.instrument == "device" else events_pass(extended)
         except MethodUnavailable as exc:
             synchronize(plan.device)
             if exc.suspicious:
                 suspicious.append(exc.reason)
-            first.notes.append(f"an added device pass could not run ({exc.reason})")
+            device.notes.append(f"an added device pass could not run ({exc.reason})")
             break
-        first.extend(more)
+        device.extend(more)
         added += 1
     return added
 
@@ -378,11 +384,8 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
             more = _more_host_rounds(sol, ref, plan.rounds, per_round_s, time.perf_counter() - extension_began)
             if not more:
                 break
-            extended = tuple(s for s in sides if s.name in extended_sides(sol, ref))
-            for side in extended:
-                side.before_unforeseen_calls(more)
             batch = batch.opened_by_the_other_side()
-            host_pass(replace(batch, sides=extended, rounds=more), into=host)
+            host_pass(_announced(batch, extended_sides(sol, ref), more), into=host)
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")

@@ -242,9 +242,9 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
                      resamples: int = RESAMPLES) -> SpeedupInterval:
     """The ratio of the two sides' latencies, and a percentile bootstrap of it: a resample draws
     whole rounds of each pass (the same round numbers for both sides where they ran as many), so
-    both sides keep what each round shared (clock, heat, load), and an offset of each side's device time
-    (``DEVICE_OFFSET``) and of its host time (``HOST_OFFSET``), each moving a latency only where
-    its time sets it."""
+    both sides keep what each round shared (clock, heat, load), and an offset of each side's device
+    time (``DEVICE_OFFSET``) and of its host time (``HOST_OFFSET``), each moving a latency only
+    where its time sets it."""
     if not reference.host or not solution.host:
         raise ValueError("the interval needs host times of both sides")
     sol_latency = solution.latency_ms()
