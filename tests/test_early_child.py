@@ -192,3 +192,25 @@ def test_triton_driver_utilities_built_ahead_are_those_the_child_looks_up(tmp_pa
                     "triton.runtime.driver.active.utils"],
                    env=dict(os.environ, TRITON_CACHE_DIR=str(own)), check=True, timeout=300)
     assert _driver_utility_keys(own) == ahead
+
+
+def test_a_child_socket_appears_only_once_it_listens(tmp_path: Path, monkeypatch):
+    """The evaluation connects as soon as the path exists: a path seen before ``listen`` would
+    have its connection refused, and the child would be discarded for a fresh one."""
+    import socket
+
+    from sol_execbench.evaluate.child.handoff import listen_on
+
+    path = str(tmp_path / ".early-child.sock")
+    seen_at_listen: list[bool] = []
+    real_listen = socket.socket.listen
+    monkeypatch.setattr(socket.socket, "listen",
+                        lambda self, *args: seen_at_listen.append(os.path.exists(path)) or real_listen(self, *args))
+    with listen_on(path) as listener:
+        assert seen_at_listen == [False]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(path)
+            accepted, _ = listener.accept()
+            accepted.close()
+        assert oct(os.stat(path).st_mode & 0o777) == oct(0o600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".early-child.sock"]

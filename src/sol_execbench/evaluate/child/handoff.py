@@ -16,11 +16,17 @@ from ..channel import FD_ENV
 
 
 def listen_on(path: str) -> socket.socket:
-    """The socket an evaluation hands this child its job on (only this user may connect)."""
+    """The socket an evaluation hands this child its job on (only this user may connect). The path
+    appears only once the socket listens: whoever sees it may connect at once (a connection between
+    bind and listen is refused). It is bound under a name of the same length, since a socket's
+    path has a length limit, and renamed."""
+    folder, name = os.path.split(path)
+    pending = os.path.join(folder, ("~" if name[0] != "~" else "+") + name[1:])
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)
+    listener.bind(pending)
+    os.chmod(pending, 0o600)
     listener.listen(1)
+    os.rename(pending, path)
     return listener
 
 
