@@ -10,7 +10,7 @@ import torch
 from sol_execbench.evaluate.child.measure import clock_warning, timing_stats
 from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, TimingPlan, measure, paired,
                                            resolve_method)
-from sol_execbench.evaluate.child.timing.profiled import COOLDOWN_MAX_S, Cooldown
+from sol_execbench.evaluate.child.timing.profiled import COOLDOWN_MAX_S, COOLDOWN_MIN_S, Cooldown
 from sol_execbench.platform import DeviceInfo
 from sol_execbench.schema import BenchmarkConfig, merge_configs
 
@@ -153,27 +153,39 @@ def test_timing_config_defaults_and_validation():
         BenchmarkConfig.model_validate({"timing": {"launch_allowance_us": -1}})
 
 
-def test_calls_are_followed_by_an_idle_gap_as_long_as_the_device_work():
+def test_calls_are_followed_by_an_idle_gap_as_long_as_the_device_work(monkeypatch):
     """The cool-down gap: ``cooldown`` times the host's wait for the device, capped at 50 ms, none at 0;
-    the time the harness spends between the calls, and a hold still ahead, count towards it."""
+    the time the harness spends between the calls, and a hold still ahead, count towards it. Judged
+    by the sleeps ``before_call`` asks for and the time that really passed, so a loaded host (late
+    wake-ups) cannot fail it."""
+    real_sleep = time.sleep
+    requested: list[float] = []
+    monkeypatch.setattr(time, "sleep", lambda seconds: requested.append(seconds) or real_sleep(seconds))
+
     def gap(cooldown, call_ms, between_s=0.0, idle_ahead_s=0.0):
+        """(the idle time from the call's end to the next call, at least; the sleep asked for; the
+        most it may be: the gap less the time that passed since the call at most)."""
         idle = Cooldown(cooldown)
+        before = time.perf_counter()
         idle.after_call(call_ms)
-        time.sleep(between_s)
+        after = time.perf_counter()
+        real_sleep(between_s)
+        requested.clear()
         began = time.perf_counter()
         idle.before_call(idle_ahead_s)
-        return time.perf_counter() - began
+        done = time.perf_counter()
+        gap_s = min(cooldown * call_ms / 1e3, COOLDOWN_MAX_S)
+        return done - before + COOLDOWN_MIN_S, sum(requested), max(0.0, after + gap_s - idle_ahead_s - began)
 
-    began = time.perf_counter()
-    idle = Cooldown(1.0)
-    idle.after_call(30.0)
-    idle.before_call()
-    assert time.perf_counter() - began >= 0.030  # the device idles until 30 ms after the call's wait
-    assert gap(0.0, 30.0) < 0.01
-    assert COOLDOWN_MAX_S - 0.001 <= gap(2.0, 1000.0) < COOLDOWN_MAX_S + 0.1
-    assert 0.015 <= gap(1.0, 60.0, between_s=0.03) < 0.03 + 0.02  # 30 of the 60 ms already idle
-    assert gap(1.0, 30.0, between_s=0.03) < 0.01
-    assert gap(1.0, 30.0, idle_ahead_s=0.03) < 0.01  # a hold of 30 ms comes before the call's work
+    idle_s, _, _ = gap(1.0, 30.0)
+    assert idle_s >= 0.030  # the device idles until 30 ms after the call's wait
+    assert gap(0.0, 30.0)[1] == 0
+    idle_s, slept_s, most_s = gap(2.0, 1000.0)
+    assert idle_s >= COOLDOWN_MAX_S and 0 < slept_s <= most_s <= COOLDOWN_MAX_S
+    idle_s, slept_s, most_s = gap(1.0, 40.0, between_s=0.03)
+    assert idle_s >= 0.040 and slept_s <= most_s <= 0.010  # the 30 ms that already passed are not slept again
+    assert gap(1.0, 30.0, between_s=0.03)[1] == 0
+    assert gap(1.0, 30.0, idle_ahead_s=0.03)[1] == 0  # a hold of 30 ms comes before the call's work
 
 
 def test_extra_warm_up_only_after_the_device_sat_idle(cpu_device, monkeypatch):
