@@ -214,3 +214,26 @@ def test_a_child_socket_appears_only_once_it_listens(tmp_path: Path, monkeypatch
             accepted.close()
         assert oct(os.stat(path).st_mode & 0o777) == oct(0o600)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".early-child.sock"]
+
+
+def test_sockets_of_processes_gone_are_removed_bound_or_pending():
+    """A child killed between binding its socket and listening leaves it under its pending name."""
+    import uuid
+
+    from sol_execbench.platform.host import pending_socket_path, remove_orphaned_sockets, runtime_dir
+
+    prefix = f"test-{uuid.uuid4().hex[:8]}-"  # the runtime folder is shared: only this test's files
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    made = []
+    for pid in (gone.pid, os.getpid()):
+        path = runtime_dir() / f"{prefix}{pid}-0123.sock"
+        made += [path, Path(pending_socket_path(str(path)))]
+    try:
+        for path in made:
+            path.touch()
+        remove_orphaned_sockets(prefix)
+        assert [path.exists() for path in made] == [False, False, True, True]
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)

@@ -36,10 +36,17 @@ def runtime_socket(prefix: str) -> Path:
     return runtime_dir() / f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
 
 
+def pending_socket_path(path: str) -> str:
+    """Where a socket meant for ``path`` is bound until it listens (then renamed to ``path``): as
+    long as ``path`` (a socket's path has a length limit), its last character replaced, so that
+    ``remove_orphaned_sockets`` finds it as well."""
+    return path[:-1] + ("~" if not path.endswith("~") else "+")
+
+
 def remove_orphaned_sockets(prefix: str) -> None:
     """Sockets named by ``runtime_socket(prefix)`` whose process is gone: it was killed before it
-    could remove them."""
-    for path in runtime_dir().glob(f"{prefix}*.sock"):
+    could remove them (or, bound under ``pending_socket_path``, before it listened)."""
+    for path in runtime_dir().glob(f"{prefix}*.soc[k~]"):
         pid = path.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):

@@ -10,6 +10,7 @@ import os
 import socket
 from typing import Any
 
+from sol_execbench.platform.host import pending_socket_path
 from sol_execbench.sandbox.peer import refusal
 
 from ..channel import FD_ENV
@@ -18,10 +19,8 @@ from ..channel import FD_ENV
 def listen_on(path: str) -> socket.socket:
     """The socket an evaluation hands this child its job on (only this user may connect). The path
     appears only once the socket listens: whoever sees it may connect at once (a connection between
-    bind and listen is refused). It is bound under a name of the same length, since a socket's
-    path has a length limit, and renamed."""
-    folder, name = os.path.split(path)
-    pending = os.path.join(folder, ("~" if name[0] != "~" else "+") + name[1:])
+    bind and listen is refused). It is bound under ``pending_socket_path`` and renamed."""
+    pending = pending_socket_path(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(pending)
     os.chmod(pending, 0o600)
