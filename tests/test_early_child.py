@@ -199,14 +199,14 @@ def test_a_child_socket_appears_only_once_it_listens(tmp_path: Path, monkeypatch
     have its connection refused, and the child would be discarded for a fresh one."""
     import socket
 
-    from sol_execbench.evaluate.child.handoff import listen_on
+    from sol_execbench.platform.host import listening_socket
 
     path = str(tmp_path / ".early-child.sock")
     seen_at_listen: list[bool] = []
     real_listen = socket.socket.listen
     monkeypatch.setattr(socket.socket, "listen",
                         lambda self, *args: seen_at_listen.append(os.path.exists(path)) or real_listen(self, *args))
-    with listen_on(path) as listener:
+    with listening_socket(path) as listener:
         assert seen_at_listen == [False]
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(path)

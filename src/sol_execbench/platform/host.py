@@ -8,6 +8,7 @@ import importlib.util
 import os
 import platform
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -37,10 +38,23 @@ def runtime_socket(prefix: str) -> Path:
 
 
 def pending_socket_path(path: str) -> str:
-    """Where a socket meant for ``path`` is bound until it listens (then renamed to ``path``): as
-    long as ``path`` (a socket's path has a length limit), its last character replaced, so that
+    """Where ``listening_socket`` binds a socket meant for ``path`` (a ``.sock`` name) until it
+    listens: as long as ``path`` (a socket's path has a length limit), ending ``.soc~``, so that
     ``remove_orphaned_sockets`` finds it as well."""
-    return path[:-1] + ("~" if not path.endswith("~") else "+")
+    return path[:-1] + "~"
+
+
+def listening_socket(path: str) -> socket.socket:
+    """A Unix socket listening on ``path``, which only this user may connect to. The path appears
+    only once it listens, so whoever sees it may connect at once (a connection between bind and
+    listen is refused): bound under ``pending_socket_path``, then renamed."""
+    pending = pending_socket_path(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(pending)
+    os.chmod(pending, 0o600)
+    listener.listen(1)
+    os.rename(pending, path)
+    return listener
 
 
 def remove_orphaned_sockets(prefix: str) -> None:

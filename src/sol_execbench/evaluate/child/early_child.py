@@ -35,12 +35,13 @@ def main(argv: list[str]) -> None:
     socket_path = os.environ.pop(EARLY_SOCKET_ENV)
     device_spec = argv[1] if len(argv) > 1 and argv[1] else None
     from sol_execbench.platform.device import start_device_context
+    from sol_execbench.platform.host import listening_socket
 
     start_device_context(device_spec)  # the GPU context, beside the imports that follow
-    from .handoff import adopt_job, listen_on, receive_job
+    from .handoff import adopt_job, receive_job
 
     # Before the start-up: the command line may hand the job over while it runs.
-    listener = listen_on(socket_path)
+    listener = listening_socket(socket_path)
     phases.phase("early child started")
     _start_up(device_spec)
     phases.phase("early child waiting for its job")

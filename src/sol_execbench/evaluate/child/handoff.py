@@ -10,23 +10,9 @@ import os
 import socket
 from typing import Any
 
-from sol_execbench.platform.host import pending_socket_path
 from sol_execbench.sandbox.peer import refusal
 
 from ..channel import FD_ENV
-
-
-def listen_on(path: str) -> socket.socket:
-    """The socket an evaluation hands this child its job on (only this user may connect). The path
-    appears only once the socket listens: whoever sees it may connect at once (a connection between
-    bind and listen is refused). It is bound under ``pending_socket_path`` and renamed."""
-    pending = pending_socket_path(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(pending)
-    os.chmod(pending, 0o600)
-    listener.listen(1)
-    os.rename(pending, path)
-    return listener
 
 
 def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str], list[int]]:

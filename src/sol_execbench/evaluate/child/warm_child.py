@@ -11,9 +11,11 @@ import contextlib
 import os
 import sys
 
+from sol_execbench.platform.host import listening_socket
+
 from . import gpu_quiet
 from .. import phases
-from .handoff import adopt_job, import_for_job, listen_on, receive_job
+from .handoff import adopt_job, import_for_job, receive_job
 
 
 def _warm_up(device_spec: str | None) -> None:
@@ -121,7 +123,7 @@ def main(argv: list[str]) -> None:
         exit_when_pipe_closes(int(pool_pipe))
     device_spec = argv[1] if len(argv) > 1 else None
     _warm_up(device_spec)
-    job_path, env, fds = receive_job(listen_on(socket_path), socket_path)  # the socket appearing: warm
+    job_path, env, fds = receive_job(listening_socket(socket_path), socket_path)  # the socket appearing: warm
     gpu_quiet.unmark_idle()
     adopt_job(job_path, env, fds)
     from . import driver as child
