@@ -129,7 +129,7 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return {"status": ev["status"], "speedup": perf.get("speedup_factor"), "low": interval.get("low"),
             "high": interval.get("high"), "verdict": interval.get("verdict"), "latency_ms": perf.get("latency_ms"),
             "reference_ms": perf.get("reference_latency_ms"), "method": sol.get("method"),
-            "host_bound": sol.get("host_bound"), "device_median_ms": sol.get("device_median_ms"),
+            "host_bound": sol.get("host_bound"), "device_time_ms": sol.get("device_time_ms"),
             "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms")),
             "warnings": ev.get("warnings") or [],  # e.g. other processes on the GPU
             # why a run did not pass (the verdict's log), so that a miss can be told from a harness fault

@@ -92,7 +92,7 @@ def harness_median(fn: Callable, values: list, method: str, warmup: int, iterati
     s = m.solution
     clocks = sorted(s.sm_clock_mhz)
     return {"median_ms": s.latency_ms, "method_ran": s.instrument, "note": "; ".join(m.notes) or None,
-            "device_median_ms": s.device_median_ms(), "host_time_ms": s.host_time_ms,
+            "device_time_ms": s.device_time_ms(), "host_time_ms": s.host_time_ms,
             "sync_floor_ms": s.sync_floor_ms, "host_rounds": len(s.host_ms), "rounds": len(s.device_ms),
             "host_bound": s.host_bound, "warnings": list(m.warnings),
             "sm_clock_median_mhz": clocks[len(clocks) // 2] if clocks else None,
@@ -319,7 +319,7 @@ def check_plain_loop(result: CaseResult) -> None:
 
 def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
     """What the JSON keeps of a repeat beyond its median: per-call spans and clocks, and the floor."""
-    return {key: run[key] for key in ("device_ms", "host_ms", "sm_clock_mhz", "device_median_ms", "host_time_ms",
+    return {key: run[key] for key in ("device_ms", "host_ms", "sm_clock_mhz", "device_time_ms", "host_time_ms",
                                       "sync_floor_ms", "host_bound", "host_rounds", "rounds")}
 
 
@@ -501,7 +501,7 @@ def print_plain_loop(results: list[CaseResult]) -> None:
         run = r.repeat_calls[0] if r.repeat_calls else {}
         floor = statistics.median(c["sync_floor_ms"] for c in r.repeat_calls) if r.repeat_calls else None
         host = statistics.median(c["host_time_ms"] for c in r.repeat_calls) if r.repeat_calls else None
-        device = run.get("device_median_ms")
+        device = run.get("device_time_ms")
         harness = statistics.median(r.repeat_medians_ms) if r.repeat_medians_ms else None
         pairs = ", ".join(f"{h * 1e3:.1f}/{p * 1e3:.1f}" for h, p in zip(r.repeat_host_raw_ms, r.repeat_plain_loop_ms))
         print(f"{r.name:26s} {_us(harness)} {_us(device)} {_us(host)} {_us(floor)} "

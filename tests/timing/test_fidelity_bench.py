@@ -184,7 +184,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
         calls.append(method)
         return {"median_ms": 0.09, "sm_clock_median_mhz": 1980.0, "host_bound": True, "host_rounds": 50, "rounds": 50,
                 "host_time_ms": 0.090, "sync_floor_ms": 0.010, "device_ms": [0.02], "host_ms": [0.09],
-                "sm_clock_mhz": [1980.0], "device_median_ms": 0.02}
+                "sm_clock_mhz": [1980.0], "device_time_ms": 0.02}
 
     plain = {True: iter([0.098, 0.101, 0.099]), False: iter([0.090, 0.093, 0.091])}
     monkeypatch.setattr(fidelity, "harness_median", harness)
@@ -202,7 +202,7 @@ def test_launch_bound_cases_run_no_ncu(fidelity, monkeypatch):
 
 def test_the_table_prints_the_plain_loop_verdict(fidelity, capsys):
     r = _plain_loop_case(fidelity, [0.150, 0.104, 0.120], [0.118, 0.110, 0.117])
-    r.repeat_calls = [{"device_median_ms": 0.03, "host_time_ms": 0.11, "sync_floor_ms": 0.01}]
+    r.repeat_calls = [{"device_time_ms": 0.03, "host_time_ms": 0.11, "sync_floor_ms": 0.01}]
     fidelity.print_table([r])
     out = capsys.readouterr().out
     assert "plain_loop" in out and "launch-bound cases" in out and "150.0/118.0" in out

@@ -14,7 +14,7 @@ from sol_execbench.evaluate.child.timing import (LAUNCH_ALLOWANCE_US, FreshArgs,
 from sol_execbench.evaluate.child.timing import paired, statistics
 from sol_execbench.evaluate.child.timing.paired import _side
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import _host_time_rows, host_speedup_se, host_time_ms, host_time_se_ms
+from sol_execbench.evaluate.child.timing.statistics import _trimmed_rows, host_speedup_se, host_time_ms, host_time_se_ms
 from sol_execbench.evaluate.child.timing.unprofiled import HostPass
 
 ALLOWANCE_MS = LAUNCH_ALLOWANCE_US / 1e3
@@ -66,7 +66,7 @@ def test_more_host_rounds_than_device_rounds_follow_the_same_rule():
     assert side.latency_ms == pytest.approx(0.4 - ALLOWANCE_MS) and side.host_bound
     assert side.summary.count == 25 and side.summary.median == pytest.approx(side.latency_ms)
     quiet = _measured_side([0.05] * 5, [0.06] * 25)
-    assert quiet.latency_ms == 0.05 and not quiet.host_bound and quiet.summary.count == 5
+    assert quiet.latency_ms == pytest.approx(0.05) and not quiet.host_bound and quiet.summary.count == 5
 
 
 def test_a_host_round_below_the_allowance_counts_as_the_device_time():
@@ -210,7 +210,28 @@ def test_the_host_time_is_the_mean_without_the_lowest_and_highest_fifth():
     assert host_time_ms([float(k) for k in range(1, 11)]) == pytest.approx(5.5)
     assert host_time_ms([2.0, 4.0]) == 3.0  # too few rounds to cut: the mean
     drawn = np.array([[5.0, 1.0, 9.0, 3.0, 7.0], [2.0, 2.0, 2.0, 2.0, 50.0]])
-    assert list(_host_time_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
+    assert list(_trimmed_rows(drawn)) == [host_time_ms(list(row)) for row in drawn]
+
+
+def test_the_device_time_is_the_mean_without_the_lowest_and_highest_fifth_of_the_calls_with_device_work():
+    spans = SideSpans((1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 100.0), (0.5,) * 12, ALLOWANCE_MS)
+    assert spans.device_time_ms() == pytest.approx(6.0)  # 11 measured, 2 cut from each end: 4 to 10, not 100
+    assert SideSpans((None, None), (0.5, 0.5), ALLOWANCE_MS).device_time_ms() is None
+    # Resampled as the interval does it: a row's calls without device work are left out, a row of none is NaN.
+    drawn = np.array([[5.0, np.nan, 1.0, 9.0, 3.0, 7.0], [np.nan] * 6, [2.0, 2.0, 2.0, 2.0, 2.0, 50.0]])
+    rows = _trimmed_rows(drawn)
+    assert rows[0] == host_time_ms([5.0, 1.0, 9.0, 3.0, 7.0]) and np.isnan(rows[1]) and rows[2] == 2.0
+
+
+def test_the_device_time_of_spans_on_the_records_steps_moves_by_the_share_that_changed():
+    """A few-us kernel's spans fall on the records' 32 ns steps. With half its 26 spans on each of
+    two steps, one span moving up a step moves their median by half a step (1.3% of 1.2 us); the
+    device time moves by a sixteenth of a step."""
+    low, high = 0.001184, 0.001216
+    half = SideSpans((low,) * 13 + (high,) * 13, (0.02,) * 26, ALLOWANCE_MS)
+    moved = SideSpans((low,) * 12 + (high,) * 14, (0.02,) * 26, ALLOWANCE_MS)
+    assert float(np.median(moved.device) - np.median(half.device)) == pytest.approx((high - low) / 2)
+    assert moved.device_time_ms() - half.device_time_ms() == pytest.approx((high - low) / 16)
 
 
 MARGIN = paired.HOST_SET_MARGIN
@@ -325,7 +346,7 @@ def test_iterations_are_split_over_the_two_passes_in_even_rounds():
 def test_another_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup_imprecise():
     rng = np.random.default_rng(8)
     # 1.4 us kernels read in steps of 32 ns over five steps (a 2.7 us Triton RMSNorm spread 8.4% on
-    # an H200): the median of 26 moves by a step (2.3%) or more
+    # an H200): the device times of 26 leave their ratio known to about 1.2%
     quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 5, size=(2, 26)).ravel()]
     sol, ref = _measured_pair(quantised[:26], quantised[26:], [0.02] * 26)
     se = statistics.device_speedup_se(sol.spans, ref.spans)
@@ -338,9 +359,11 @@ def test_another_device_pass_is_wanted_where_the_device_rounds_leave_the_speedup
     steady = list(1.0 + 0.001 * rng.standard_normal(52))
     sol, ref = _measured_pair(steady[:26], steady[26:], [0.2] * 26)
     assert statistics.device_speedup_se(sol.spans, ref.spans) < 0.001 and not paired.device_rounds_wanted(sol, ref)
-    # a lone side: the precision of its own latency
-    alone = _measured_side(quantised[:26], [0.02] * 26)
-    assert paired.device_rounds_wanted(alone, None)
+    # a lone side: the precision of its own latency, here of a 1.2 us add whose spans spread over
+    # twelve steps (1.02 to 1.4 us with the cache cold, H200)
+    wide = [0.00102 + 0.000032 * int(k) for k in rng.integers(0, 12, size=26)]
+    assert paired.device_rounds_wanted(_measured_side(wide, [0.02] * 26), None)
+    assert not paired.device_rounds_wanted(_measured_side([0.00102] * 26, [0.02] * 26), None)
 
 
 def test_device_rounds_of_a_side_whose_host_time_sets_its_latency_are_not_wanted():

@@ -24,7 +24,8 @@ from .figures import missing_matplotlib
 
 JSON_FILE = "gemm_sweep.json"
 TIMING = "the evaluator's latency rule (docs/timing.md): per call, L2 flushed, fresh inputs at a new address, " \
-         "max(median device time, median host time - launch allowance), solution timed beside the reference"
+         "max(device time, host time - launch allowance), each a trimmed mean of its pass's spans, " \
+         "solution timed beside the reference"
 KERNEL_FILE = Path(__file__).parent / "kernels" / "gemm_triton.py"
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 VARIANTS = ("torch", "triton")

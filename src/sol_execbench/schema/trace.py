@@ -61,8 +61,9 @@ class TimingStats(SchemaModel):
     """Rounds of the pass that set the latency (device pass, or host pass where ``host_bound``);
     mean, std, iqr, min and max describe that pass's spans as the rule counts them."""
     median_ms: float
-    """The latency: the rule applied to the device time (median span) and the host time (trimmed
-    mean of spans), docs/timing.md. Where the device sets it, the median device span."""
+    """The latency: the rule applied to the device time and the host time (each the mean of its
+    pass's spans without the lowest and highest fifth), docs/timing.md. Where the device sets it,
+    the device time."""
     mean_ms: float
     std_ms: float
     iqr_ms: float
@@ -70,13 +71,14 @@ class TimingStats(SchemaModel):
     max_ms: float
     note: Optional[str] = None
     """What needs a sentence: a fallback and why."""
-    device_median_ms: Optional[float] = None
-    """Median device span of a call (first kernel start to last kernel end), where measured."""
+    device_time_ms: Optional[float] = None
+    """Device time of a call: the mean of its device spans (first start to last end of the device
+    work it launched) without the lowest and highest fifth, where measured."""
     host_time_ms: Optional[float] = None
     """Host time of a call: the mean of its host spans (its start until the device was idle, no
     profiler, less the synchronisation floor) without the lowest and highest fifth."""
     host_bound: Optional[bool] = None
-    """True when the host time, less the launch allowance, exceeded the median device time: the
+    """True when the host time, less the launch allowance, exceeded the device time: the
     host set the latency."""
     host_rounds: Optional[int] = None
     """Rounds of the host pass: the device pass's, or more where the host may set the latency."""

@@ -53,7 +53,7 @@ def timing_stats(side: SideMeasurement, input_sets: int | None, note: str | None
     s = side.summary
     stats = TimingStats(method=side.instrument, count=s.count, median_ms=side.latency_ms, mean_ms=s.mean, std_ms=s.std,
                         iqr_ms=s.iqr, min_ms=s.minimum, max_ms=s.maximum, note=note,
-                        device_median_ms=side.device_median_ms(), host_time_ms=side.host_time_ms,
+                        device_time_ms=side.device_time_ms(), host_time_ms=side.host_time_ms,
                         host_bound=side.host_bound, host_rounds=len(side.host_ms),
                         sync_floor_ms=side.sync_floor_ms, launch_allowance_ms=side.allowance_ms,
                         relative_iqr=round(s.relative_iqr, 6), hold_us=side.hold_us, input_sets=input_sets)

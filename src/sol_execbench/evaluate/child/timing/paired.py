@@ -39,8 +39,8 @@ HOST_NEAR_FRACTION = 0.5
 HOST_ROUNDS_FACTOR = 24  # at most this many times the rounds of a pass in all
 HOST_EXTENSION_BUDGET_S = 1.0  # and at most this long for the added rounds
 # More device passes, after the host pass, while the device rounds leave the log speedup (or a lone
-# side's log latency) with a standard error above this (``device_speedup_se``): the median of 26
-# spans of a 1.4 us kernel, quantised to the records' steps, moves by a step between runs. Replayed
+# side's log latency) with a standard error above this (``device_speedup_se``): 26 spans of a
+# 1.4 us kernel, quantised to the records' steps, leave its device time known to a few percent. Replayed
 # on 162 recorded A/A evaluations (H200, benchmarks/aa_replay.py), 1% kept every A/A target that
 # 0.5% met with half the second passes; 1.5% and above lost workloads of a few microseconds.
 DEVICE_SPEEDUP_PRECISION = 0.01
@@ -82,7 +82,7 @@ class TimingPlan:
 class SideMeasurement:
     """One side's rounds: its device span per device-pass round (None on the CPU or where the call
     launched no device work) and its host span per host-pass round, less the floor. Its latency is
-    the rule applied to their medians."""
+    the rule applied to their trimmed means."""
 
     name: str
     instrument: str  # device | events | cpu
@@ -104,7 +104,7 @@ class SideMeasurement:
     @property
     def latency_ms(self) -> float:
         """The side's latency: ``side_latency_ms`` of its device and host times."""
-        return side_latency_ms(self.device_median_ms(), self.host_time_ms, self.allowance_ms)
+        return side_latency_ms(self.device_time_ms(), self.host_time_ms, self.allowance_ms)
 
     @property
     def host_time_ms(self) -> float:
@@ -112,7 +112,7 @@ class SideMeasurement:
 
     @property
     def host_bound(self) -> bool:
-        return host_set(self.device_median_ms(), self.host_time_ms, self.allowance_ms)
+        return host_set(self.device_time_ms(), self.host_time_ms, self.allowance_ms)
 
     @property
     def setting_spans_ms(self) -> tuple[float, ...]:
@@ -121,15 +121,15 @@ class SideMeasurement:
         allowance reads as the device time, never below it, and never as a negative time."""
         if not self.host_bound:
             return tuple(d for d in self.device_ms if d is not None)
-        device = self.device_median_ms()
+        device = self.device_time_ms()
         return tuple(side_latency_ms(device, h, self.allowance_ms) for h in self.host_ms)
 
     @property
     def summary(self) -> Summary:
         return summarize(list(self.setting_spans_ms))
 
-    def device_median_ms(self) -> float | None:
-        return self.spans.device_median_ms()
+    def device_time_ms(self) -> float | None:
+        return self.spans.device_time_ms()
 
     def call_times(self) -> list[tuple[int, float, str]]:
         """(FreshArgs call index, ms, pass) of every timed call: device spans of the device pass,
@@ -258,7 +258,7 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     where only one side's host time may set its latency, to ``LONE_SIDE_PRECISION``. The host time less
     the allowance is a difference of two larger numbers: where it sets the latency its noise is the host
     time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%),
-    so it needs more rounds than a device median for the same precision; host rounds cost no
+    so it needs more rounds than a device time for the same precision; host rounds cost no
     profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     both = len(_host_set_sides(solution, reference)) == 2
@@ -287,7 +287,7 @@ def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None)
 
 
 def _host_near(side: SideMeasurement) -> bool:
-    device = side.device_median_ms()
+    device = side.device_time_ms()
     return device is not None and side.host_time_ms - side.allowance_ms >= HOST_NEAR_FRACTION * device
 
 

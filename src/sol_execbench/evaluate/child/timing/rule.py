@@ -1,5 +1,5 @@
-"""The latency rule: a side's latency from its device time (median span) and host time (trimmed
-mean of spans).
+"""The latency rule: a side's latency from its device time and host time (each a trimmed mean of
+its pass's spans).
 
 Continuous by construction (a maximum of two measured statistics less a constant): a small change in any
 span changes the latency by no more than that change, so no threshold decides a verdict.

@@ -10,7 +10,9 @@ import numpy as np
 from .rule import host_set, side_latency_ms
 
 CONFIDENCE = 0.95
-HOST_TRIM = 0.2  # the host time is the mean of the host spans with this share cut from each end
+# A side's device time and its host time are each the mean of that pass's spans with this share cut
+# from each end (``trimmed_mean``).
+TRIM = 0.2
 RESAMPLES = 2000
 # Relative standard deviation of an offset between the device times of two sides within one
 # process, which rounds do not show: identical calls at identical addresses, alternating, read up
@@ -60,23 +62,42 @@ def summarize(values: list[float]) -> Summary:
     return Summary(n, _stats.median(ordered), _stats.fmean(ordered), std, iqr, ordered[0], ordered[-1])
 
 
-def host_time_ms(spans: list[float] | tuple[float, ...]) -> float:
-    """A side's host time: the mean of its host spans less the lowest and highest fifth. Host spans
-    have a long upper tail (preemption, interrupts) that a mean would follow; a median, robust too,
-    wastes most rounds: over the same recorded rounds on an H100 the trimmed mean held identical
-    sides 2 to 3 times closer than the median (docs/timing.md)."""
+def trimmed_mean(spans: list[float] | tuple[float, ...]) -> float:
+    """The mean of the spans less the lowest and highest fifth (``TRIM``).
+
+    Host spans have a long upper tail (preemption, interrupts) that a mean would follow; a median,
+    robust too, wastes most rounds: over the same recorded rounds on an H100 the trimmed mean held
+    identical sides' host times 2 to 3 times closer than the median (docs/timing.md). Device spans
+    of a kernel of a few microseconds fall on the records' steps (about 32 ns): their median moves
+    by a whole step as the rounds fall, where the trimmed mean moves by the share that changed."""
     ordered = sorted(spans)
-    cut = int(len(ordered) * HOST_TRIM)
+    cut = int(len(ordered) * TRIM)
     return _stats.fmean(ordered[cut:len(ordered) - cut])
 
 
-def _host_time_rows(drawn: np.ndarray) -> np.ndarray:
-    """``host_time_ms`` of each row. Sorted as float32 (host spans carry microseconds of noise
-    against its 7 digits; the mean is taken in float64): sorting 2,000 resamples of 600 rounds in
-    float64 took 18 ms of a workload's time, float32 about half."""
-    cut = int(drawn.shape[1] * HOST_TRIM)
+def host_time_ms(spans: list[float] | tuple[float, ...]) -> float:
+    """A side's host time: the trimmed mean of its host spans."""
+    return trimmed_mean(spans)
+
+
+def _trimmed_rows(drawn: np.ndarray) -> np.ndarray:
+    """``trimmed_mean`` of each row over its values that are not NaN (NaN for a row of none). Sorted
+    as float32 (spans carry at least nanoseconds of noise against its 7 digits; the means are taken
+    in float64): sorting 2,000 resamples of 600 rounds in float64 took 18 ms of a workload's time,
+    float32 about half."""
     ordered = np.sort(drawn.astype(np.float32), axis=1)
-    return ordered[:, cut:drawn.shape[1] - cut].mean(axis=1, dtype=np.float64)
+    width = drawn.shape[1]
+    missing = np.isnan(ordered[:, -1])  # NaN sorts last
+    if not missing.any():
+        cut = int(width * TRIM)
+        return ordered[:, cut:width - cut].mean(axis=1, dtype=np.float64)
+    counts = np.sum(~np.isnan(ordered), axis=1)
+    cuts = (counts * TRIM).astype(np.int64)
+    sums = np.zeros((len(ordered), width + 1))
+    np.cumsum(np.nan_to_num(ordered), axis=1, dtype=np.float64, out=sums[:, 1:])
+    rows, kept = np.arange(len(ordered)), counts - 2 * cuts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(kept > 0, (sums[rows, counts - cuts] - sums[rows, cuts]) / kept, np.nan)
 
 
 @dataclass(frozen=True)
@@ -111,13 +132,13 @@ class SideSpans:
     def device_array(self) -> np.ndarray:
         return np.array([np.nan if d is None else d for d in self.device], dtype=float)
 
-    def device_median_ms(self) -> float | None:
-        """Median over the calls that launched device work; None where none did."""
+    def device_time_ms(self) -> float | None:
+        """The trimmed mean over the calls that launched device work; None where none did."""
         measured = [d for d in self.device if d is not None]
-        return _stats.median(measured) if measured else None
+        return trimmed_mean(measured) if measured else None
 
     def latency_ms(self) -> float:
-        return side_latency_ms(self.device_median_ms(), host_time_ms(self.host), self.allowance_ms)
+        return side_latency_ms(self.device_time_ms(), host_time_ms(self.host), self.allowance_ms)
 
 
 def _winsorised_deviations(host: tuple[float, ...]) -> np.ndarray:
@@ -125,7 +146,7 @@ def _winsorised_deviations(host: tuple[float, ...]) -> np.ndarray:
     fifths set to the nearest span kept), less their mean, over 1 - 2 x the cut share."""
     spans = np.asarray(host, dtype=float)
     ordered = np.sort(spans)
-    n, cut = spans.size, int(spans.size * HOST_TRIM)
+    n, cut = spans.size, int(spans.size * TRIM)
     winsorised = np.clip(spans, ordered[cut], ordered[n - cut - 1])
     return (winsorised - winsorised.mean()) / (1 - 2 * cut / n)
 
@@ -139,7 +160,7 @@ def host_may_set(side: SideSpans, margin: float) -> bool:
     """Whether the side's host time may set its latency: it has a device time to weigh against, and
     its host time less the allowance, raised by ``margin`` standard errors of the host time, exceeds
     it. A host time clearly below the device time cannot move the latency, however many rounds."""
-    device = side.device_median_ms()
+    device = side.device_time_ms()
     if device is None or len(side.host) < 2:
         return False
     return host_time_ms(side.host) - side.allowance_ms + margin * host_time_se_ms(side.host) > device
@@ -172,7 +193,7 @@ def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: fl
 def device_sets_latency(side: SideSpans) -> bool:
     """Whether the side's device time sets its latency (it has one, and its host time less the
     allowance is not above it)."""
-    device = side.device_median_ms()
+    device = side.device_time_ms()
     return device is not None and not host_set(device, host_time_ms(side.host), side.allowance_ms)
 
 
@@ -188,7 +209,7 @@ def _device_picks(rng: np.random.Generator, sides: list[SideSpans], resamples: i
 
 def device_speedup_se(solution: SideSpans, reference: SideSpans | None, resamples: int = SE_RESAMPLES) -> float:
     """Standard error of the log speedup that the device rounds leave: a bootstrap of the device
-    medians of the sides whose device time sets their latency, drawing the same round numbers for
+    times of the sides whose device time sets their latency, drawing the same round numbers for
     both sides where they ran as many rounds (0 where neither side's device time sets its latency).
     Without a reference, that of the solution's log latency. A side whose host time sets its
     latency contributes nothing: its device rounds cannot move it."""
@@ -198,23 +219,17 @@ def device_speedup_se(solution: SideSpans, reference: SideSpans | None, resample
     if any(len(s.device) < 2 for s, _ in sides):
         return float("inf")
     picks = _device_picks(np.random.default_rng(_BOOTSTRAP_SEED), [s for s, _ in sides], resamples)
-    log_ratio = sum(sign * np.log(_median_rows(s.device_array(), p)) for (s, sign), p in zip(sides, picks))
+    log_ratio = sum(sign * np.log(_device_rows(s.device_array(), p)) for (s, sign), p in zip(sides, picks))
     log_ratio = log_ratio[np.isfinite(log_ratio)]
     return float(log_ratio.std(ddof=1)) if log_ratio.size >= 2 else float("inf")
 
 
-def _median_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
-    """Median of each resample (row of ``picks``) over the values that were measured (not NaN);
-    NaN for a resample that drew none."""
+def _device_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """The device time (``trimmed_mean``) of each resample (row of ``picks``) over the values that
+    were measured (not NaN); NaN for a resample that drew none."""
     if values.size == 0 or np.all(np.isnan(values)):
         return np.full(len(picks), np.nan)
-    drawn = values[picks]
-    if not np.isnan(values).any():
-        return np.median(drawn, axis=1)
-    medians = np.full(len(picks), np.nan)
-    measured = ~np.all(np.isnan(drawn), axis=1)
-    medians[measured] = np.nanmedian(drawn[measured], axis=1)
-    return medians
+    return _trimmed_rows(values[picks])
 
 
 def _host_picks(rng: np.random.Generator, rounds: int, resamples: int) -> np.ndarray:
@@ -233,8 +248,8 @@ def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: 
     """``side_latency_ms`` of each resample, over arrays: the device time (NaN: none) and the host
     time, each times its offset (``offsets``: device, host), the host time less the allowance where
     larger; the host time without a device time."""
-    devices = _median_rows(side.device_array(), device_picks) * offsets[0]
-    hosts = _host_time_rows(np.asarray(side.host, dtype=float)[host_picks]) * offsets[1]
+    devices = _device_rows(side.device_array(), device_picks) * offsets[0]
+    hosts = _trimmed_rows(np.asarray(side.host, dtype=float)[host_picks]) * offsets[1]
     return np.where(np.isnan(devices), hosts, np.maximum(devices, hosts - side.allowance_ms))
 
 
