@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from sol_execbench.cli.main import _register, cli
-from sol_execbench.evaluate.parent.warm_pool import CHILD_SOCKET_PREFIX, pool_status, start_pool
-from sol_execbench.platform.host import runtime_dir, session_processes
+from sol_execbench.evaluate.parent.warm_pool import CHILD_SOCKET_PREFIX, pool_status, server_socket_path, start_pool
+from sol_execbench.platform.host import pending_socket_path, runtime_dir, session_processes
 from sol_execbench.platform.lifetime import child_pids
 
 from .problems import (KILLS_PARENT, cli_problem, kill_after_first_trace, poll_until, process_alive, run_processes,
@@ -23,7 +24,8 @@ _register()
 
 
 def test_kill_9_of_the_pool_ends_its_warm_children(warm_pool):
-    """Their sockets stay behind in the runtime folder until the next pool starts there."""
+    """Their sockets stay behind in the runtime folder until the next pool starts there; so may the
+    pool's own, or its pending name (killed between bind and listen), which the next pool replaces."""
     children = child_pids(warm_pool.pid)
     assert children
     sockets = list(runtime_dir().glob(f"{CHILD_SOCKET_PREFIX}{warm_pool.pid}-*.sock"))
@@ -34,9 +36,14 @@ def test_kill_9_of_the_pool_ends_its_warm_children(warm_pool):
     result = CliRunner().invoke(cli, ["worker", "stop"])
     assert "no warm pool was running" in result.output
     assert all(path.exists() for path in sockets)
+    server = server_socket_path(None)
+    pending = Path(pending_socket_path(str(server)))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound_only:
+        bound_only.bind(str(pending))
+    assert server.exists() and pending.exists()
     start_pool(None, spares=1, idle_timeout_s=60)
     assert poll_until(lambda: pool_status(None) is not None, 60.0)
-    assert not any(path.exists() for path in sockets)
+    assert not any(path.exists() for path in sockets) and not pending.exists()
 
 
 def test_worker_stop_says_whether_a_pool_was_running(warm_pool):

@@ -44,15 +44,16 @@ def pending_socket_path(path: str) -> str:
     return path[:-1] + "~"
 
 
-def listening_socket(path: str) -> socket.socket:
-    """A Unix socket listening on ``path``, which only this user may connect to. The path appears
-    only once it listens, so whoever sees it may connect at once (a connection between bind and
-    listen is refused): bound under ``pending_socket_path``, then renamed."""
+def listening_socket(path: str, backlog: int = 1) -> socket.socket:
+    """A Unix socket listening on ``path`` (``backlog`` connections may wait), which only this user
+    may connect to. The path appears only once it listens, so whoever sees it may connect at once (a
+    connection between bind and listen is refused): bound under ``pending_socket_path``, then
+    renamed."""
     pending = pending_socket_path(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(pending)
     os.chmod(pending, 0o600)
-    listener.listen(1)
+    listener.listen(backlog)
     os.rename(pending, path)
     return listener
 

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import sol_execbench
-from sol_execbench.platform.host import process_alive, remove_orphaned_sockets, runtime_socket
+from sol_execbench.platform.host import (listening_socket, pending_socket_path, process_alive, remove_orphaned_sockets,
+                                        runtime_socket)
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
@@ -274,13 +275,10 @@ class PoolServer:
 
     def serve(self) -> None:
         path = server_socket_path(self.device)
-        if path.exists():
-            path.unlink()
+        for left in (path, Path(pending_socket_path(str(path)))):  # by a pool killed outright
+            left.unlink(missing_ok=True)
         remove_orphaned_sockets(CHILD_SOCKET_PREFIX)  # of a pool killed outright, whose children then ended
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-            listener.bind(str(path))
-            os.chmod(path, 0o600)
-            listener.listen(16)
+        with listening_socket(str(path), backlog=16) as listener:
             self._replenish()
             try:
                 while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s \
