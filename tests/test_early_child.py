@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,42 +115,51 @@ def test_a_socket_left_in_the_runtime_folder_by_a_killed_evaluation_is_removed(t
     assert not early.socket_path.exists()
 
 
-def test_an_early_child_started_under_another_start_up_environment_gives_way_to_a_fresh_one(tmp_path: Path,
-                                                                                             monkeypatch):
+def _evaluate_with(early: Any, workload_sizes: tuple[int, ...]) -> tuple[list[str], list[str]]:
+    """The ADD problem evaluated on the CPU with ``early`` offered: its statuses and its -v lines."""
     from sol_execbench.evaluate.api import evaluate
+
+    logs: list[str] = []
+    try:
+        traces = evaluate(add_definition(), workloads(*workload_sizes), solution(ADD), dict(LIGHT_CONFIG),
+                          device="cpu", use_warm_pool=False, early_child=early, on_log=logs.append)
+    finally:
+        early.close()
+    return [t.evaluation.status.value for t in traces], logs
+
+
+@pytest.mark.parametrize("started_for, variable, why", [
+    ("cpu", "CUDA_MODULE_LOADING", "the job's start-up environment differs from the one it started with"),
+    (None, None, "it started for device auto, the job is for cpu"),
+])
+def test_an_early_child_that_does_not_fit_gives_way_to_a_fresh_one_and_says_why(tmp_path: Path, monkeypatch,
+                                                                                started_for, variable, why):
     from sol_execbench.evaluate.parent.early_child import EarlyChild
 
     for name, value in cli_env(tmp_path).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
-    early = EarlyChild("cpu", keep_staging=False)
-    monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")  # read as torch starts: the early child differs
-    try:
-        traces = evaluate(add_definition(), workloads(8), solution(ADD), dict(LIGHT_CONFIG), device="cpu",
-                          use_warm_pool=False, early_child=early)
-    finally:
-        early.close()
-    assert [t.evaluation.status.value for t in traces] == ["PASSED"]
+    early = EarlyChild(started_for, keep_staging=False)
+    if variable is not None:
+        monkeypatch.setenv(variable, "EAGER")  # read as torch starts: the early child differs
+    statuses, logs = _evaluate_with(early, (8,))
+    assert statuses == ["PASSED"]
+    assert f"[sol-execbench] early child not used: {why}; a fresh child ran the job" in logs
     assert early.proc.returncode is not None and early.proc.returncode != 0  # ended, never handed its job
     assert not early.staging.exists()
 
 
 def test_an_early_child_that_fits_runs_the_api_evaluation(tmp_path: Path, monkeypatch):
-    from sol_execbench.evaluate.api import evaluate
     from sol_execbench.evaluate.parent.early_child import EarlyChild
 
     for name, value in cli_env(tmp_path).items():
         monkeypatch.setenv(name, value)
     early = EarlyChild("cpu", keep_staging=False)
-    try:
-        traces = evaluate(add_definition(), workloads(8, 16), solution(ADD), dict(LIGHT_CONFIG), device="cpu",
-                          use_warm_pool=False, early_child=early)
-    finally:
-        early.close()
-    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    statuses, logs = _evaluate_with(early, (8, 16))
+    assert statuses == ["PASSED", "PASSED"]
+    assert not any("early child not used" in line for line in logs)
     assert early.handed and early.proc.returncode == 0
     assert not early.staging.exists()
-
 
 
 def _driver_utility_keys(cache: Path) -> set[str]:

@@ -77,22 +77,32 @@ class EarlyChild:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True,
                 cwd=str(self.staging), preexec_fn=preexec_die_with_parent)
 
-    def fits(self, env: dict[str, str], device: str | None) -> bool:
-        """Whether a fresh child for ``env`` and ``device`` would have started as this one did."""
-        return not self.handed and device == self.device and startup_values(env) == self._startup
+    def misfit(self, env: dict[str, str], device: str | None) -> str | None:
+        """Why a fresh child for ``env`` and ``device`` would not have started as this one did (None:
+        it would have)."""
+        if self.handed:
+            return "it already has a job"
+        if device != self.device:
+            return f"it started for device {self.device or 'auto'}, the job is for {device or 'auto'}"
+        if startup_values(env) != self._startup:
+            return "the job's start-up environment differs from the one it started with"
+        return None
 
-    def hand(self, job_path: Path, env: dict[str, str], fds: list[int]) -> bool:
-        """Send the job, the environment and the descriptors (channel, stdout's log, stderr's log).
-        The child reads them once its start-up is done; this does not wait for that."""
+    def hand(self, job_path: Path, env: dict[str, str], fds: list[int]) -> str | None:
+        """Send the job, the environment and the descriptors (channel, stdout's log, stderr's log);
+        None once sent, else why it was not. The child reads them once its start-up is done; this
+        does not wait for that."""
         deadline = time.monotonic() + SOCKET_WAIT_S
         while not self.socket_path.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                return False
+            if self.proc.poll() is not None:
+                return f"it exited (status {self.proc.returncode}) before it listened for its job"
+            if time.monotonic() > deadline:
+                return f"it did not listen for its job within {SOCKET_WAIT_S:.0f} s"
             time.sleep(0.005)
         # The staging folder's removal is the supervisor's, as for a fresh child, which never sees the variable.
         job_env = {name: value for name, value in env.items() if name != STAGING_CLEANUP_ENV}
         self.handed = send_job(self.socket_path, job_path, job_env, fds, answer=False)
-        return self.handed
+        return None if self.handed else "its socket did not take the job"
 
     def build_triton_driver(self) -> None:
         """Start building Triton's driver utilities into the run's private Triton cache (GPU devices

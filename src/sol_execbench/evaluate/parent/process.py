@@ -37,6 +37,7 @@ class ChildRun:
     memory_exceeded_bytes: int | None = None
     wall_s: float = 0.0
     warm: bool = False  # the child came from the warm pool
+    early_unused: str | None = None  # why the early child offered for this run did not run it
     parent_killed: bool = False  # the child's parent (supervisor, or the warm pool) died: the solution signalled it
 
 
@@ -108,9 +109,9 @@ class _ExitWait:
 
 def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dict[str, str], write_fd: int,
            wrapper: list[str] | None, warm_device: str | None, use_warm: bool,
-           early: EarlyChild | None = None) -> tuple[Any, bool]:
+           early: EarlyChild | None = None) -> tuple[Any, bool, str | None]:
     """The early child when it fits, else a warm child from the pool when one fits, else a fresh
-    ``python -m ...child`` process.
+    ``python -m ...child`` process; whether it is a warm one, and why an early child was not used.
 
     The child's stdout goes to ``stdout_path``; its stderr to ``stderr_path``, or into the same
     file when that is None."""
@@ -120,14 +121,17 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
         # An early or warm child puts the first log descriptor on its stdout and the second, when
         # there is one, on its stderr (a single one takes both).
         log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
+        early_unused = None
         if early is not None:
-            if not wrapper and early.fits(env, warm_device) and early.hand(job_path, env, [write_fd, *log_fds]):
-                return early.proc, False
+            early_unused = "the child runs under a wrapper" if wrapper else early.misfit(env, warm_device) \
+                or early.hand(job_path, env, [write_fd, *log_fds])
+            if early_unused is None:
+                return early.proc, False, None
             early.discard()
         if use_warm and not wrapper:
             child = take_warm_child(warm_device, env)
             if child is not None and hand_job(child, job_path, env, [write_fd, *log_fds]):
-                return _WarmProcess(child), True
+                return _WarmProcess(child), True, early_unused
         # Through the supervisor: the child's parent is a process it may kill without ending the run.
         env = {**env, SUPERVISOR_FDS_ENV: str(write_fd), SUPERVISOR_PARENT_ENV: str(os.getpid())}
         proc = subprocess.Popen([sys.executable, "-I", "-S", str(SUPERVISOR), *(wrapper or []), sys.executable, "-m",
@@ -135,7 +139,7 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err if err is not None else subprocess.STDOUT,
                                 env=env, pass_fds=(write_fd,), start_new_session=True, cwd=str(job_path.parent),
                                 preexec_fn=preexec_die_with_parent)
-    return proc, False
+    return proc, False, early_unused
 
 
 def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_bytes: int | None,
@@ -160,7 +164,8 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
         on_message(message)
 
     began = time.monotonic()
-    proc, run.warm = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device, use_warm, early)
+    proc, run.warm, run.early_unused = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device,
+                                              use_warm, early)
     os.close(write_fd)
     reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
     reader.start()
