@@ -123,8 +123,8 @@ def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dic
         log_fds = [out.fileno()] + ([err.fileno()] if err is not None else [])
         early_unused = None
         if early is not None:
-            early_unused = "the child runs under a wrapper" if wrapper else early.misfit(env, warm_device) \
-                or early.hand(job_path, env, [write_fd, *log_fds])
+            early_unused = ("the child runs under a wrapper" if wrapper
+                            else early.misfit(env, warm_device) or early.hand(job_path, env, [write_fd, *log_fds]))
             if early_unused is None:
                 return early.proc, False, None
             early.discard()

@@ -69,7 +69,7 @@ def trimmed_mean(spans: list[float] | tuple[float, ...]) -> float:
     robust too, wastes most rounds: over the same recorded rounds on an H100 the trimmed mean held
     identical sides' host times 2 to 3 times closer than the median (docs/timing.md). Device spans
     of a kernel of a few microseconds fall on the records' steps (about 32 ns): their median moves
-    by a whole step as the rounds fall, where the trimmed mean moves by the share that changed."""
+    by half a step or a whole one as the rounds fall, the trimmed mean by the share that changed."""
     ordered = sorted(spans)
     cut = int(len(ordered) * TRIM)
     return _stats.fmean(ordered[cut:len(ordered) - cut])
