@@ -313,10 +313,10 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
         # The first child's log from its start (an early child wrote its start-up's output there already).
         start_sizes = logs.sizes() if runs else (0, 0)
         early = opts.early_child if not runs else None
+        declined = None
         if early is not None and opts.child_env:  # its environment at start-up lacked these: a fresh child
             early.discard()
-            early = None
-            _staging_note(opts, "early child not used: the evaluation adds to the environment it started with")
+            early, declined = None, "the evaluation adds to the environment it started with"
         run = run_child(job_path, logs.stdout, stderr_path=logs.stderr,
                         timeout_s=max(0.0, deadline - time.monotonic()),
                         memory_limit_bytes=opts.memory_limit_bytes, on_message=on_message,
@@ -326,9 +326,8 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
                         wrapper=[*opts.child_prefix, *(_sandbox_wrapper(state, staging) or [])] or None,
                         early=early)
         runs.append(run)
-        if run.early_unused is not None:
-            _staging_note(opts, f"early child not used: {run.early_unused}; "
-                                f"{'a warm' if run.warm else 'a fresh'} child ran the job")
+        if (why := declined or run.early_unused) is not None:
+            _staging_note(opts, f"early child not used: {why}; {'a warm' if run.warm else 'a fresh'} child ran the job")
         if opts.on_log:
             opts.on_log(logs.text_since(start_sizes))
         produced_any = produced_any or any(m.get("type") == "trace" for m in run.messages)

@@ -227,7 +227,7 @@ def device_speedup_se(solution: SideSpans, reference: SideSpans | None, resample
 def _device_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
     """The device time (``trimmed_mean``) of each resample (row of ``picks``) over the values that
     were measured (not NaN); NaN for a resample that drew none."""
-    if values.size == 0 or np.all(np.isnan(values)):
+    if values.size == 0:
         return np.full(len(picks), np.nan)
     return _trimmed_rows(values[picks])
 
