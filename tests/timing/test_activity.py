@@ -224,6 +224,21 @@ def test_probe_durations_give_the_sm_clock_of_each_call():
     assert sm_clocks_mhz([(20000, 11000)]) == []  # nothing to calibrate the launch's floor against
 
 
+def test_a_gap_ranges_probe_is_its_first_kernel_not_the_hold_or_the_flush_after_it():
+    """The gap range after a call opens with the probe; the next call's arguments, hold and flush
+    follow in it. All link to the same range, so the probe is told by running first."""
+    records = [
+        _range(f"{PROBE_RANGE}#0", 60, 62, corr=6), _launch(61, corr=110), _kernel("spin_kernel", 62, 1062, corr=110),
+        _range(f"{PROBE_RANGE}#20000", 210, 290, corr=8),
+        _launch(230, corr=113), _kernel("copy", 11_500, 11_600, corr=113, linked=8),
+        _launch(250, corr=114), _kernel("spin_kernel", 11_600, 200_000, corr=114, linked=8),  # the hold
+        _launch(211, corr=112), _kernel("spin_kernel", 460, 11_460, corr=112, linked=8),  # the probe
+        _launch(270, corr=115), _kernel("flush_zero", 200_000, 240_000, corr=115),  # found by its launch
+    ]
+    assert probe_durations(records, PROBE_RANGE) == [(0, 1000), (20000, 11_000)]
+    assert [round(c) for c in sm_clocks_mhz(probe_durations(records, PROBE_RANGE))] == [2000]
+
+
 def test_a_probe_range_opened_inside_a_call_is_forged():
     records = _timeline() + [_range(f"{PROBE_RANGE}#5", 110, 150, corr=6)]
     found = attribute(records, 2, CALL_RANGE, SETUP_RANGE)

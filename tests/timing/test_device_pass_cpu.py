@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flusher, SideCalls, SideFailed, TimingPlan,
                                            activity, calls, measure, paired, profiled, unprofiled)
 from sol_execbench.evaluate.child.timing.activity import Activity
-from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE
+from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, PROBE_RANGE, SETUP_RANGE
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
 from sol_execbench.evaluate.child.timing.statistics import host_may_set, host_speedup_se
 
@@ -149,7 +149,7 @@ def test_hold_length_follows_the_hosts_time_for_a_call():
 def test_later_holds_follow_the_launches_seen_under_the_profiler():
     """After a side's first call, its hold lasts 1.25 times the longest of its last four launches
     (hold launched until the call returned) plus 20 us, within 50 us and 2 ms."""
-    hold = profiled.Hold(0.45, True, None)
+    hold = profiled.Hold(0.45, True)
     assert hold.us == pytest.approx(1000.0)
 
     def launch_took(us: float) -> float:
@@ -171,16 +171,21 @@ def test_later_holds_follow_the_launches_seen_under_the_profiler():
 
 def test_the_cooldown_counts_the_device_work_after_the_hold():
     """The wait after the call returned, less what remained of the hold then."""
-    hold = profiled.Hold(0.05, True, None)  # a first hold of 200 us
+    hold = profiled.Hold(0.05, True)  # a first hold of 200 us
     assert hold.work_after(0, 150_000, 0.5) == pytest.approx(0.45)  # 50 us of the wait was the hold
     assert hold.work_after(0, 400_000, 0.5) == pytest.approx(0.5)  # the hold had ended
-    unheld = profiled.Hold(0.45, False, None)
+    unheld = profiled.Hold(0.45, False)
     assert unheld.work_after(0, 200_000, 0.1) == pytest.approx(0.1)
     assert unheld.us == 0.0 and unheld.median_us == 0.0
 
 
-def test_each_call_is_queued_behind_a_hold_then_the_flush(fake_gpu, monkeypatch):
-    seen = {}
+def test_the_harnesss_work_between_two_calls_is_one_range_the_probe_then_the_hold_then_the_flush(fake_gpu,
+                                                                                                  monkeypatch):
+    """Between two calls one gap range: the clock probe after the one call, then the other's hold
+    and flush (and its arguments); the first call's gap has no probe, a last gap holds only the
+    last call's. Every range is two records on a GPU (the host's and its projection on the
+    device), and their number sets what reading a pass costs."""
+    seen, work = {}, []
     with_kernels = _with_kernels(5_000_000)
 
     def from_kineto(events):
@@ -189,12 +194,22 @@ def test_each_call_is_queued_behind_a_hold_then_the_flush(fake_gpu, monkeypatch)
         return records
 
     monkeypatch.setattr(activity, "from_kineto", from_kineto)
-    m = _measure(fake_gpu, lambda x, y: x + y)
-    ranges = seen["ranges"]
-    assert sum(name.startswith(CALL_RANGE + "#") for name in ranges) == 2 * ROUNDS
-    for k, name in enumerate(ranges):
-        if name.startswith(CALL_RANGE + "#"):  # hold, flush, call
-            assert ranges[k - 1] == SETUP_RANGE and ranges[k - 2].startswith(f"{HOLD_RANGE}#")
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: work.append(f"spin {cycles}"))
+    monkeypatch.setattr(L2Flusher, "flush", lambda self: work.append("flush"))
+    def add(x, y):
+        work.append("call")
+        return x + y
+
+    m = _measure(fake_gpu, add, reference_fn=add)
+    calibration = [f"{PROBE_RANGE}#0"] * profiled._ClockProbe.CALIBRATIONS
+    gaps = [SETUP_RANGE] + [f"{PROBE_RANGE}#{profiled._ClockProbe.CYCLES}"] * (2 * ROUNDS - 1)
+    calls = [f"{CALL_RANGE}#{k}" for k in range(2 * ROUNDS)]
+    assert seen["ranges"] == calibration + [r for pair in zip(gaps, calls) for r in pair] + gaps[-1:]
+    probe = profiled._ClockProbe.CYCLES
+    named = ["probe" if w == f"spin {probe}" else "hold" if w.startswith("spin") and w != "spin 0" else w for w in work]
+    device_pass = named[named.index("spin 0"):len(named) - named[::-1].index("probe")]
+    per_call = [["probe"] * (k > 0) + ["hold", "flush", "call"] for k in range(2 * ROUNDS)]
+    assert device_pass == ["spin 0"] * profiled._ClockProbe.CALIBRATIONS + sum(per_call, []) + ["probe"]
     assert m.solution.hold_us >= profiled.Hold.LAUNCH_MIN_US
 
 

@@ -208,10 +208,11 @@ def attribute(records: list[Activity], call_count: int, call_prefix: str, setup_
 
 
 def probe_durations(records: list[Activity], probe_prefix: str) -> list[tuple[int, int]]:
-    """(cycles, kernel duration in ns) of each clock probe, in launch order: the kernels launched
-    inside the ranges named ``<probe_prefix>#<cycles>`` (found as ``attribute`` finds a call's:
-    through the linked range, else the launch record). A probe whose kernel record is missing is
-    left out."""
+    """(cycles, kernel duration in ns) of each clock probe, in launch order: the first kernel
+    launched inside each range named ``<probe_prefix>#<cycles>`` (found as ``attribute`` finds a
+    call's: through the linked range, else the launch record; the harness's later work in the same
+    range, the next call's arguments, hold and flush, follows it on the stream). A probe whose
+    kernel record is missing is left out."""
     probes = sorted((r for r in records if r.kind == "user_annotation" and r.name.startswith(probe_prefix + "#")),
                     key=lambda r: r.start_ns)
     if not probes:
@@ -219,18 +220,22 @@ def probe_durations(records: list[Activity], probe_prefix: str) -> list[tuple[in
     starts = [r.start_ns for r in probes]
     launches = {r.correlation: r.start_ns for r in records if r.kind in LAUNCH_KINDS}
     op_start = {r.correlation: r.start_ns for r in records if r.kind in HOST_RANGE_KINDS}
-    found = []
+    first: dict[int, Activity] = {}  # probe range index -> its first kernel on the device
     for kernel in records:
         if kernel.kind != "kernel":
             continue
         for when in (op_start.get(kernel.linked) if kernel.linked else None, launches.get(kernel.correlation)):
             i = bisect.bisect_right(starts, when) - 1 if when is not None else -1
             if i >= 0 and when <= probes[i].end_ns:
-                cycles = probes[i].name.rsplit("#", 1)[1]
-                if cycles.isdigit():
-                    found.append((when, int(cycles), kernel.end_ns - kernel.start_ns))
+                if i not in first or kernel.start_ns < first[i].start_ns:
+                    first[i] = kernel
                 break
-    return [(cycles, ns) for _, cycles, ns in sorted(found)]
+    found = []
+    for i, kernel in sorted(first.items()):
+        cycles = probes[i].name.rsplit("#", 1)[1]
+        if cycles.isdigit():
+            found.append((int(cycles), kernel.end_ns - kernel.start_ns))
+    return found
 
 
 def sm_clocks_mhz(probes: list[tuple[int, int]]) -> list[float]:

@@ -18,11 +18,10 @@ from sol_execbench.platform import DeviceInfo
 
 SETUP_RANGE = "sol_execbench::setup"
 CALL_RANGE = "sol_execbench::call"  # a timed call is "sol_execbench::call#<index>"
-# The device method's clock probe after each call: "sol_execbench::setup::clock_probe#<cycles>". Under
-# SETUP_RANGE's name, so the attribution counts its kernel as the harness's own work.
+# The device pass's gap range after a call: "sol_execbench::setup::clock_probe#<cycles>", the clock
+# probe its first work (the next call's arguments, hold and flush follow). Under SETUP_RANGE's name,
+# so the attribution counts its kernels as the harness's own work.
 PROBE_RANGE = SETUP_RANGE + "::clock_probe"
-# The device method's hold before each call's flush: "sol_execbench::setup::hold#<cycles>" (same reason).
-HOLD_RANGE = SETUP_RANGE + "::hold"
 
 
 class MethodUnavailable(Exception):

@@ -14,6 +14,11 @@ while the device still spins, so the span holds the device's work without the ho
 device is synchronised again and the clock probe runs; before the next call's hold the device has
 idled for ``cooldown`` times the call's device work (power cap; ``Cooldown``).
 
+All the harness's work between two calls (the clock probe after the one, the arguments, the hold
+and the flush of the other) sits in one setup range, the gap range: each range costs a record on
+the host and one projected onto the device, and the records' number sets what stopping the
+recording and reading it cost (about 34 records a call with a range per piece of work).
+
 Where the profiler cannot run, device events around each call on the current stream stand in
 (``events``), behind the same hold: they see no other stream.
 """
@@ -29,8 +34,7 @@ import torch
 
 from ...phases import phase
 from . import activity, cupti_tsc
-from .calls import (CALL_RANGE, HOLD_RANGE, PROBE_RANGE, SETUP_RANGE, MethodUnavailable, SideCalls, flush,
-                    synchronize)
+from .calls import CALL_RANGE, PROBE_RANGE, SETUP_RANGE, MethodUnavailable, SideCalls, flush, synchronize
 
 def _profiler() -> tuple[set[Any], Any]:
     """The activities a recording enables (host ranges and device activity), and record_function."""
@@ -165,19 +169,17 @@ class Hold:
     LAUNCH_FACTOR, LAUNCH_PAD_US, LAUNCH_MIN_US = 1.25, 20.0, 50.0
     RECENT_LAUNCHES = 4
 
-    def __init__(self, own_ms: float | None, enabled: bool, record_function: Any):
-        self.record_function = record_function
+    def __init__(self, own_ms: float | None, enabled: bool):
         self.enabled = enabled
         self.us = hold_us(own_ms) if enabled else 0.0  # the next hold's length
         self.used_us: list[float] = []
         self._launches_us: list[float] = []
 
     def launch(self) -> None:
+        """Queue the hold (inside the caller's setup range, in the device pass the gap range)."""
         if self.us > 0:
             self.used_us.append(self.us)
-            cycles = int(self.us * self.CYCLES_PER_US)
-            with self.record_function(f"{HOLD_RANGE}#{cycles}"):
-                torch.cuda._sleep(cycles)
+            torch.cuda._sleep(int(self.us * self.CYCLES_PER_US))
 
     def work_after(self, launched_ns: int, returned_ns: int, waited_ms: float) -> float:
         """Of the host's wait after a call returned (``waited_ms``; the hold was launched at
@@ -213,7 +215,9 @@ class _ClockProbe:
     loops only; on an H100 a bf16 GEMM of 350 us read 339 us in a loop at 1980 MHz and 341 to
     417 us in loops that ended at 1530 to 1815 MHz after a sustained load had pushed the device
     into its power cap, and this is what says, per loop, which it was. It runs after the call
-    was synchronised, under a setup range. NVIDIA only: on ROCm the spin counts a clock whose rate was not verified here."""
+    was synchronised, as the first work of the gap range that follows (``gap``), whose name
+    carries its cycles. NVIDIA only: on ROCm the spin counts a clock whose rate was not verified
+    here."""
 
     CYCLES = 20_000  # ~10 us at 2 GHz: long against the records' ~32 ns steps, short against the idle gap
     CALIBRATIONS = 5
@@ -222,15 +226,22 @@ class _ClockProbe:
         self.enabled = enabled
         self.record_function = record_function
 
-    def launch(self, cycles: int) -> None:
-        if self.enabled:
-            with self.record_function(f"{PROBE_RANGE}#{cycles}"):
+    @contextmanager
+    def gap(self, cycles: int | None) -> Iterator[None]:
+        """The setup range of the harness's work between two calls, opened by a probe of ``cycles``
+        (None: no call came before, no probe): ``PROBE_RANGE#<cycles>``, the probe's kernel the
+        first launched in it (``activity.probe_durations``), else ``SETUP_RANGE``."""
+        probing = self.enabled and cycles is not None
+        with self.record_function(f"{PROBE_RANGE}#{cycles}" if probing else SETUP_RANGE):
+            if probing:
                 torch.cuda._sleep(cycles)
+            yield
 
     def calibrate(self, device: Any) -> None:
         for _ in range(self.CALIBRATIONS if self.enabled else 0):
             synchronize(device)
-            self.launch(0)
+            with self.gap(0):
+                pass
         synchronize(device)
 
 
@@ -366,19 +377,21 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
     _prime(plan.sides[-1], plan.device, plan.flusher, activities, record_function)
     phase("    profiler primed")
     spin = spin_available(plan.device)
-    holds = {s.name: Hold(s.typical_own_ms(), spin, record_function) for s in plan.sides}
+    holds = {s.name: Hold(s.typical_own_ms(), spin) for s in plan.sides}
     probe = _ClockProbe(spin, record_function)
     cooldown = Cooldown(plan.cooldown)
     with _session(activities, plan.device.vendor) as session:
         probe.calibrate(plan.device)
+        probed: int | None = None  # the probe that opens the next gap: none before the first call
         for r, k, side in plan.schedule():
-            args = side.arguments()
-            note_call(result, plan, r, side)
-            synchronize(plan.device)  # the copies done: every call starts from the same state
-            cooldown.before_call(holds[side.name].us / 1e6)
-            held_from = time.perf_counter_ns()
-            holds[side.name].launch()
-            flush(plan.flusher)
+            with probe.gap(probed):
+                args = side.fresh()
+                note_call(result, plan, r, side)
+                synchronize(plan.device)  # the copies done: every call starts from the same state
+                cooldown.before_call(holds[side.name].us / 1e6)
+                held_from = time.perf_counter_ns()
+                holds[side.name].launch()
+                plan.flusher.flush()
 
             def body(k: int = k, side: SideCalls = side, args: Any = args) -> Any:
                 with record_function(f"{CALL_RANGE}#{k}"):
@@ -386,8 +399,10 @@ def _profiled_rounds(plan: PassPlan, result: DevicePass) -> list[activity.Activi
 
             timed = _timed(plan, side, args, body)
             session.check()
-            probe.launch(probe.CYCLES)
+            probed = probe.CYCLES
             cooldown.after_call(holds[side.name].work_after(held_from, timed.returned_ns, timed.waited_ms))
+        with probe.gap(probed):
+            pass
         synchronize(plan.device)
     result.hold_us = {name: h.median_us for name, h in holds.items()}
     phase("    device pass: profiler stopped")
@@ -452,7 +467,7 @@ def events_pass(plan: PassPlan) -> DevicePass:
         raise MethodUnavailable("device events need a GPU")
     result = DevicePass("events", {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
     spin = spin_available(plan.device)
-    holds = {s.name: Hold(s.typical_own_ms(), spin, torch.profiler.record_function) for s in plan.sides}
+    holds = {s.name: Hold(s.typical_own_ms(), spin) for s in plan.sides}
     cooldown = Cooldown(plan.cooldown)
     for r, _, side in plan.schedule():
         args = side.arguments()
