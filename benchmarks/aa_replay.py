@@ -1,9 +1,10 @@
 """Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision or round factor, which of its added device passes it would have run at
-another device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
+stopped at another precision (of both sides, or of a lone host-set side) or round factor, which of
+its added device passes it would have run at another device precision, and whether the A/A targets
+(``benchmarks/aa.py``) would still hold.
 
-    python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--factor 12,20]
-        [--device-precision 0.005,0.01] [--out replay.json]
+    python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
+        [--factor 12,20] [--device-precision 0.005,0.01] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
@@ -21,8 +22,10 @@ target, intervals containing 1.00, host rounds and added device passes used); wr
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,21 +70,32 @@ def _pass_rounds(record: TimingRounds) -> int:
     return len(side.device_ms)
 
 
-def replay(record: TimingRounds, precision: float, factor: int,
-           device_precision: float = paired.DEVICE_SPEEDUP_PRECISION) -> dict[str, Any]:
-    """The record as the rules at ``precision``, ``factor`` and ``device_precision`` would have
-    left it: a row as ``aa.py`` makes one from a trace, the host rounds it used and the device
-    passes it added. As in a run, each batch of added host rounds goes to the sides
-    ``paired.extended_sides`` names, judged on the first device pass alone; then each added device
-    pass that ran stays while ``paired.device_rounds_wanted`` at ``device_precision`` asks for it,
-    for the sides ``paired.device_extended_sides`` names (one that did not run cannot be added)."""
+@dataclass(frozen=True)
+class Setting:
+    """The stopping rules' constants to replay (``paired``'s names): ``precision``
+    (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
+    (``DEVICE_SPEEDUP_PRECISION``) and ``lone_precision`` (``LONE_SIDE_PRECISION``)."""
+
+    precision: float = paired.SPEEDUP_PRECISION
+    factor: int = paired.HOST_ROUNDS_FACTOR
+    device_precision: float = paired.DEVICE_SPEEDUP_PRECISION
+    lone_precision: float = paired.LONE_SIDE_PRECISION
+
+
+def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
+    """The record as the rules at ``setting`` would have left it: a row as ``aa.py`` makes one
+    from a trace, the host rounds it used and the device passes it added. As in a run, each batch
+    of added host rounds goes to the sides ``paired.extended_sides`` names, judged on the first
+    device pass alone; then each added device pass that ran stays while
+    ``paired.device_rounds_wanted`` at the setting's device precision asks for it, for the sides
+    ``paired.device_extended_sides`` names (one that did not run cannot be added)."""
     base = _pass_rounds(record)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
-    limit = {name: min(n, factor * base) for name, n in recorded.items()}
+    limit = {name: min(n, setting.factor * base) for name, n in recorded.items()}
     counts = {name: min(base, n) for name, n in recorded.items()}
     device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
     reference, solution = _cut(record, counts, device)
-    while paired.host_rounds_wanted(solution, reference, precision):
+    while paired.host_rounds_wanted(solution, reference, setting.precision, setting.lone_precision):
         names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
         if not names:
             break
@@ -90,7 +104,7 @@ def replay(record: TimingRounds, precision: float, factor: int,
         reference, solution = _cut(record, counts, device)
     device_recorded = {s.name: len(s.device_ms) for s in record.sides}
     added = 0
-    while paired.device_rounds_wanted(solution, reference, device_precision):
+    while paired.device_rounds_wanted(solution, reference, setting.device_precision):
         names = paired.device_extended_sides(solution, reference)
         if not names or any(device[name] >= device_recorded[name] for name in names):
             break
@@ -104,14 +118,13 @@ def replay(record: TimingRounds, precision: float, factor: int,
             "host_rounds": len(reference.host_ms) + len(solution.host_ms), "added_device_passes": added}
 
 
-def evaluate(runs: dict[str, list[TimingRounds]], precision: float, factor: int,
-             device_precision: float = paired.DEVICE_SPEEDUP_PRECISION) -> dict[str, Any]:
+def evaluate(runs: dict[str, list[TimingRounds]], setting: Setting) -> dict[str, Any]:
     """Every workload replayed at one setting, and the A/A targets over them."""
-    workloads = {key: [replay(r, precision, factor, device_precision) for r in records] for key, records in runs.items()}
+    workloads = {key: [replay(r, setting) for r in records] for key, records in runs.items()}
     verdicts = {key: judge(rows) for key, rows in workloads.items()}
     covered = sum(v.get("covered", 0) for v in verdicts.values())
     total = sum(v.get("runs", 0) for v in verdicts.values())
-    return {"precision": precision, "factor": factor, "device_precision": device_precision, "workloads": len(verdicts),
+    return {**asdict(setting), "workloads": len(verdicts),
             "meeting_every_target": sum(v["ok"] for v in verdicts.values()),
             "intervals_containing_one": covered, "workload_runs": total,
             "host_rounds": sum(row["host_rounds"] for rows in workloads.values() for row in rows),
@@ -133,20 +146,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device-precision", default=str(paired.DEVICE_SPEEDUP_PRECISION),
                         help="comma-separated standard errors of the log speedup from the device rounds above "
                              "which another device pass runs")
+    parser.add_argument("--lone-precision", default=str(paired.LONE_SIDE_PRECISION),
+                        help="comma-separated standard errors of the log speedup to stop at where only one side's "
+                             "host time may set its latency")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    results = [evaluate(runs, p, f, d) for p in _numbers(args.precision, float) for f in _numbers(args.factor, int)
-               for d in _numbers(args.device_precision, float)]
-    print(f"{'precision':>9s} {'factor':>6s} {'device':>7s} {'targets met':>12s} {'intervals':>10s} {'host rounds':>11s} "
-          f"{'dev passes':>10s}  missed")
+    settings = [Setting(p, f, d, lone) for p, f, d, lone in itertools.product(
+        _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
+        _numbers(args.lone_precision, float))]
+    results = [evaluate(runs, setting) for setting in settings]
+    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'targets met':>12s} {'intervals':>10s} "
+          f"{'host rounds':>11s} {'dev passes':>10s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['factor']:6d} {r['device_precision']:7.4f} {r['meeting_every_target']:5d} of "
-              f"{r['workloads']:<3d} {r['intervals_containing_one']:4d}/{r['workload_runs']:<5d} {r['host_rounds']:11d} "
-              f"{r['added_device_passes']:10d}  "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
+              f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
+              f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "
               f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import aa_replay  # noqa: E402
+from sol_execbench.evaluate.child.timing import paired  # noqa: E402
 from sol_execbench.schema import SideRounds, SpeedupInterval, TimingRounds  # noqa: E402
+
+Setting = aa_replay.Setting
 
 ROUNDS = 50
 
@@ -42,12 +45,12 @@ def test_a_looser_precision_stops_host_set_workloads_sooner_and_leaves_device_se
                list(0.08 + 0.01 * rng.standard_normal(ROUNDS)))
     runs = aa_replay.load(tmp_path)
     assert sorted(runs) == ["aa/eager", "aa/gemm"] and all(len(r) == 3 for r in runs.values())
-    tight, loose = aa_replay.evaluate(runs, 0.0125, 12), aa_replay.evaluate(runs, 0.05, 12)
-    gemm = [aa_replay.replay(r, 0.0125, 12)["host_rounds"] for r in runs["aa/gemm"]]
+    tight, loose = aa_replay.evaluate(runs, Setting(0.0125, 12)), aa_replay.evaluate(runs, Setting(0.05, 12))
+    gemm = [aa_replay.replay(r, Setting(0.0125, 12))["host_rounds"] for r in runs["aa/gemm"]]
     assert gemm == [2 * ROUNDS] * 3  # no added rounds where the host cannot set the latency
-    assert [aa_replay.replay(r, 0.0125, 12)["host_rounds"] for r in runs["aa/eager"]] == [2 * 600] * 3  # all recorded
+    assert [aa_replay.replay(r, Setting(0.0125, 12))["host_rounds"] for r in runs["aa/eager"]] == [2 * 600] * 3  # all recorded
     assert tight["host_rounds"] > loose["host_rounds"] >= 6 * 2 * ROUNDS
-    assert aa_replay.evaluate(runs, 0.0125, 4)["host_rounds"] == 3 * 2 * 4 * ROUNDS + 3 * 2 * ROUNDS  # the factor caps
+    assert aa_replay.evaluate(runs, Setting(0.0125, 4))["host_rounds"] == 3 * 2 * 4 * ROUNDS + 3 * 2 * ROUNDS  # the factor caps
     assert tight["workloads"] == 2 and tight["workload_runs"] == 6
 
 
@@ -59,11 +62,13 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
         _write(folder, "eager", pid, 0.03, list(0.15 + 0.03 * rng.standard_normal(300)),
                list(0.15 + 0.03 * rng.standard_normal(300)))
     out = tmp_path / "replay.json"
-    assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--out", str(out)]) == 0
+    assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--lone-precision", "0.025,0.05",
+                           "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "0.0125" in printed and "0.0300" in printed
+    assert "0.0125" in printed and "0.0300" in printed and "0.0500" in printed
     results = json.loads(out.read_text())["results"]
-    assert [(r["precision"], r["factor"]) for r in results] == [(0.0125, 12), (0.03, 12)]
+    assert [(r["precision"], r["factor"], r["lone_precision"]) for r in results] == [
+        (0.0125, 12, 0.025), (0.0125, 12, 0.05), (0.03, 12, 0.025), (0.03, 12, 0.05)]
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
 
 
@@ -75,9 +80,15 @@ def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds
     _write(tmp_path, "mixed", 1, 0.05, list(0.11 + 0.005 * rng.standard_normal(600)),
            list(0.20 + 0.04 * rng.standard_normal(600)))
     (record,) = aa_replay.load(tmp_path)["aa/mixed"]
-    row = aa_replay.replay(record, 0.0125, 12)
+    row = aa_replay.replay(record, Setting(0.0125, 12))
     solution_rounds = row["host_rounds"] - ROUNDS  # the reference keeps its 50
     assert ROUNDS < solution_rounds < 600 and solution_rounds % ROUNDS == 0
+    # The lone side's precision, not the pair's, stops it: twice as loose, a third of the rounds here (100
+    # against 300); at the pair's precision it takes all 600 recorded.
+    looser = aa_replay.replay(record, Setting(0.0125, 12, lone_precision=2 * paired.LONE_SIDE_PRECISION))
+    assert ROUNDS <= looser["host_rounds"] - ROUNDS < solution_rounds / 2
+    tighter = aa_replay.replay(record, Setting(0.0125, 12, lone_precision=0.0125))
+    assert tighter["host_rounds"] - ROUNDS > solution_rounds
 
 
 def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_an_added_device_pass():
@@ -107,9 +118,9 @@ def test_a_looser_device_precision_drops_added_device_passes_that_a_run_made(tmp
                               speedup_interval=SpeedupInterval(low=0.97, high=1.03, verdict="parity", rounds=ROUNDS))
         (tmp_path / f"aa__small__{pid}.json").write_text(record.model_dump_json())
     runs = aa_replay.load(tmp_path)
-    kept, dropped = aa_replay.evaluate(runs, 0.0125, 12, 0.005), aa_replay.evaluate(runs, 0.0125, 12, 0.05)
+    kept, dropped = aa_replay.evaluate(runs, Setting(0.0125, 12, 0.005)), aa_replay.evaluate(runs, Setting(0.0125, 12, 0.05))
     assert kept["added_device_passes"] == 2 and dropped["added_device_passes"] == 0
     (record, _) = runs["aa/small"]
     first_only = aa_replay._cut(record, {"reference": ROUNDS, "solution": ROUNDS}, {"reference": ROUNDS, "solution": ROUNDS})
-    assert aa_replay.replay(record, 0.0125, 12, 0.05)["latency_ms"] == first_only[1].latency_ms
-    assert aa_replay.replay(record, 0.0125, 12, 0.005)["latency_ms"] != first_only[1].latency_ms
+    assert aa_replay.replay(record, Setting(0.0125, 12, 0.05))["latency_ms"] == first_only[1].latency_ms
+    assert aa_replay.replay(record, Setting(0.0125, 12, 0.005))["latency_ms"] != first_only[1].latency_ms

@@ -251,18 +251,18 @@ def _pair(sides: tuple[SideCalls, ...], device: DevicePass | None, host: HostPas
 
 
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
-                       precision: float = SPEEDUP_PRECISION) -> bool:
+                       precision: float = SPEEDUP_PRECISION, lone_precision: float = LONE_SIDE_PRECISION) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance within
     ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet
     known to ``precision`` (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values), or
-    where only one side's host time may set its latency, to ``LONE_SIDE_PRECISION``. The host time less
+    where only one side's host time may set its latency, to ``lone_precision``. The host time less
     the allowance is a difference of two larger numbers: where it sets the latency its noise is the host
     time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%),
     so it needs more rounds than a device time for the same precision; host rounds cost no
     profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     both = len(_host_set_sides(solution, reference)) == 2
-    return se > (precision if both else max(precision, LONE_SIDE_PRECISION))
+    return se > (precision if both else max(precision, lone_precision))
 
 
 def _sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[SideMeasurement]:
