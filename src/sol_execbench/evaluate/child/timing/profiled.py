@@ -17,7 +17,8 @@ idled for ``cooldown`` times the call's device work (power cap; ``Cooldown``).
 All the harness's work between two calls (the clock probe after the one, the arguments, the hold
 and the flush of the other) sits in one setup range, the gap range: each range costs a record on
 the host and one projected onto the device, and the records' number sets what stopping the
-recording and reading it cost (about 34 records a call with a range per piece of work).
+recording and reading it cost (52 calls of an eager RMSNorm left 1,979 records with a range per
+piece of work, 1,669 with one, and a pass took about 49 ms against 45 on an H200).
 
 Where the profiler cannot run, device events around each call on the current stream stand in
 (``events``), behind the same hold: they see no other stream.
