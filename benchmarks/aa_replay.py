@@ -4,7 +4,7 @@ its added device passes it would have run at another device precision, and wheth
 (``benchmarks/aa.py``) would still hold.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--factor 12,20] [--device-precision 0.005,0.01] [--out replay.json]
+        [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
@@ -74,12 +74,14 @@ def _pass_rounds(record: TimingRounds) -> int:
 class Setting:
     """The stopping rules' constants to replay (``paired``'s names): ``precision``
     (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
-    (``DEVICE_SPEEDUP_PRECISION``) and ``lone_precision`` (``LONE_SIDE_PRECISION``)."""
+    (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``) and
+    ``device_share`` (``DEVICE_SHARE``)."""
 
     precision: float = paired.SPEEDUP_PRECISION
     factor: int = paired.HOST_ROUNDS_FACTOR
     device_precision: float = paired.DEVICE_SPEEDUP_PRECISION
     lone_precision: float = paired.LONE_SIDE_PRECISION
+    device_share: float = paired.DEVICE_SHARE
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
         reference, solution = _cut(record, counts, device)
     device_recorded = {s.name: len(s.device_ms) for s in record.sides}
     added = 0
-    while paired.device_rounds_wanted(solution, reference, setting.device_precision):
+    while paired.device_rounds_wanted(solution, reference, setting.device_precision, setting.device_share):
         names = paired.device_extended_sides(solution, reference)
         if not names or any(device[name] >= device_recorded[name] for name in names):
             break
@@ -149,20 +151,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lone-precision", default=str(paired.LONE_SIDE_PRECISION),
                         help="comma-separated standard errors of the log speedup to stop at where only one side's "
                              "host time may set its latency")
+    parser.add_argument("--device-share", default=str(paired.DEVICE_SHARE),
+                        help="comma-separated shares of the host rounds' standard error that the device rounds' "
+                             "must reach for another device pass")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    settings = [Setting(p, f, d, lone) for p, f, d, lone in itertools.product(
+    settings = [Setting(*values) for values in itertools.product(
         _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
-        _numbers(args.lone_precision, float))]
+        _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
     results = [evaluate(runs, setting) for setting in settings]
-    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'targets met':>12s} {'intervals':>10s} "
+    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
           f"{'host rounds':>11s} {'dev passes':>10s}  missed")
     for r in results:
         print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
+              f"{r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
               f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "
               f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")

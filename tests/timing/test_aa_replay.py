@@ -63,12 +63,13 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
                list(0.15 + 0.03 * rng.standard_normal(300)))
     out = tmp_path / "replay.json"
     assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--lone-precision", "0.025,0.05",
-                           "--out", str(out)]) == 0
+                           "--device-share", "0.6", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "0.0125" in printed and "0.0300" in printed and "0.0500" in printed
     results = json.loads(out.read_text())["results"]
     assert [(r["precision"], r["factor"], r["lone_precision"]) for r in results] == [
         (0.0125, 12, 0.025), (0.0125, 12, 0.05), (0.03, 12, 0.025), (0.03, 12, 0.05)]
+    assert {r["device_share"] for r in results} == {0.6}
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
 
 
