@@ -85,11 +85,11 @@ class Setting:
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
-    """The record as the rules at ``setting`` would have left it: a row as ``aa.py`` makes one
-    from a trace, the host rounds it used and the device passes it added. As in a run, each batch
-    of added host rounds goes to the sides ``paired.extended_sides`` names, judged on the first
-    device pass alone; then each added device pass that ran stays while
-    ``paired.device_rounds_wanted`` at the setting's device precision asks for it, for the sides
+    """The record as the rules at ``setting`` would have left it: a row as ``aa.py`` makes one from
+    a trace, the host rounds it used and the device passes it added. As in a run, each batch of
+    added host rounds goes to the sides ``paired.extended_sides`` names, judged on the first device
+    pass alone; then each added device pass that ran stays while ``paired.device_rounds_wanted`` at
+    the setting's device precision and share asks for it, for the sides
     ``paired.device_extended_sides`` names (one that did not run cannot be added)."""
     base = _pass_rounds(record)
     recorded = {s.name: len(s.host_ms) for s in record.sides}
@@ -160,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    settings = [Setting(*values) for values in itertools.product(
-        _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
-        _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
+    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share)
+                for p, f, d, lone, share in itertools.product(
+                    _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
+                    _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
     results = [evaluate(runs, setting) for setting in settings]
     print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
           f"{'host rounds':>11s} {'dev passes':>10s}  missed")

@@ -378,17 +378,24 @@ def test_device_rounds_of_a_side_whose_host_time_sets_its_latency_are_not_wanted
     assert paired.device_rounds_wanted(sol, ref)
 
 
+def _triton_beside_eager(solution_device_ms: list[float], reference_host_ms: list[float]) -> tuple[DevicePass, HostPass]:
+    """The passes of a Triton solution (its device spans, 20 us on the host) against an eager
+    reference (30 us of device work, its host spans): 26 rounds each."""
+    names = ("reference", "solution")
+    dev = DevicePass("device", {"reference": [0.03] * 26, "solution": list(solution_device_ms)},
+                     {n: list(range(26)) for n in names})
+    host = HostPass(0.004, {"reference": list(reference_host_ms), "solution": [0.024] * 26},
+                    {n: list(range(26)) for n in names})
+    return dev, host
+
+
 def test_no_second_device_pass_beside_a_host_set_side_whose_error_dominates():
     """A Triton solution (1.4 us, quantised device rounds) against an eager reference set by its noisy
     host time: the speedup's error is the reference's host rounds'; more device rounds would not
     narrow it."""
     rng = np.random.default_rng(10)
     quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 7, size=52)]
-    names = ("reference", "solution")
-    dev = DevicePass("device", {"reference": [0.03] * 26, "solution": quantised[:26]},
-                     {n: list(range(26)) for n in names})
-    host = HostPass(0.004, {"reference": list(0.3 + 0.06 * rng.standard_normal(26)), "solution": [0.024] * 26},
-                    {n: list(range(26)) for n in names})
+    dev, host = _triton_beside_eager(quantised[:26], list(0.3 + 0.06 * rng.standard_normal(26)))
     sol, ref = _side("solution", dev, host, ALLOWANCE_MS), _side("reference", dev, host, ALLOWANCE_MS)
     assert ref.host_bound and not sol.host_bound
     assert statistics.device_speedup_se(sol.spans, ref.spans) > paired.DEVICE_SPEEDUP_PRECISION
@@ -406,10 +413,7 @@ def test_a_device_pass_beside_a_host_set_side_is_wanted_only_while_its_error_is_
     about 7%; it runs where the share asked for is half, not at ``DEVICE_SHARE``."""
     rng = np.random.default_rng(11)
     quantised = [0.001376 + 0.000032 * int(k) for k in rng.integers(0, 7, size=26)]
-    names = ("reference", "solution")
-    dev = DevicePass("device", {"reference": [0.03] * 26, "solution": quantised}, {n: list(range(26)) for n in names})
-    host = HostPass(0.004, {"reference": list(0.3 + 0.02 * rng.standard_normal(26)), "solution": [0.024] * 26},
-                    {n: list(range(26)) for n in names})
+    dev, host = _triton_beside_eager(quantised, list(0.3 + 0.02 * rng.standard_normal(26)))
     sol, ref = _side("solution", dev, host, ALLOWANCE_MS), _side("reference", dev, host, ALLOWANCE_MS)
     device = statistics.device_speedup_se(sol.spans, ref.spans)
     share = device / statistics.host_speedup_se(sol.spans, ref.spans, MARGIN)
