@@ -7,7 +7,7 @@ import pytest
 from sol_execbench import evaluate
 
 from .conftest import LIGHT_CONFIG
-from .problems import add_definition, solution, workloads
+from .problems import add_definition, poll_until, process_alive, solution, workloads
 
 
 def _logs():
@@ -150,3 +150,45 @@ def test_the_pool_serves_no_sandboxed_child(warm_pool):
     assert trace.evaluation.status.value == "REWARD_HACK", log
     assert "the warm pool's sockets" in log
     assert '"ok": false' in log and "no_new_privs" in log
+
+
+# A process whose main thread has gone while another thread still runs, as an evaluation child's
+# is while its device context is torn down (os._exit: the main thread first, the last thread last).
+_ENDING_PROCESS = """import ctypes, os, threading, time
+def last_thread():
+    time.sleep(1.5)
+    os._exit(0)
+threading.Thread(target=last_thread).start()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_take_waits_for_the_handed_child_that_is_ending(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from sol_execbench.evaluate.parent.warm_pool import PoolServer
+
+    server = PoolServer(None, spares=1, idle_timeout_s=60)
+    server.stopping = True  # spawns no warm child: the take finds none
+    ending = subprocess.Popen([sys.executable, "-c", _ENDING_PROCESS])
+    server.handed[ending.pid] = ending
+    try:
+        assert poll_until(server._ending, 1.0)  # main thread gone, process not yet reaped
+        began = time.monotonic()
+        reply = server._take({"fingerprint": server.fingerprint, "wait_s": 0.05})
+        assert not reply["ok"]
+        assert ending.poll() == 0  # the take went on only once the ending child was gone
+        assert time.monotonic() - began < 5.0
+    finally:
+        ending.kill()
+        ending.wait()
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    server.handed = {running.pid: running}
+    try:
+        assert poll_until(lambda: process_alive(running.pid), 5.0)
+        assert not server._ending()  # another evaluation's child still at work is not waited for
+    finally:
+        running.kill()
+        running.wait()

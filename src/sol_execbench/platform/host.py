@@ -235,19 +235,22 @@ def session_processes(session_id: int) -> list[int]:
 
 def kill_session(session_id: int, settle_s: float = 5.0) -> None:
     """SIGKILL the process group ``session_id`` and every live process of that session, until none
-    is left (bounded by ``settle_s``). A process may move to a group of its own inside the session
-    (ninja does so for every command it runs), which a group kill misses; only ``setsid`` leaves it."""
+    is left (bounded by ``settle_s``; one sweep of the session at least). A process may move to a
+    group of its own inside the session (ninja does so for every command it runs), which a group
+    kill misses; only ``setsid`` leaves it."""
     try:
         os.killpg(session_id, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     end = time.monotonic() + settle_s
-    while (members := session_processes(session_id)) and time.monotonic() < end:
+    while members := session_processes(session_id):  # at least one sweep, even with settle_s=0
         for pid in members:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if time.monotonic() >= end:
+            break
         time.sleep(0.02)
 
 

@@ -39,6 +39,9 @@ class ChildRun:
     warm: bool = False  # the child came from the warm pool
     early_unused: str | None = None  # why the early child offered for this run did not run it
     parent_killed: bool = False  # the child's parent (supervisor, or the warm pool) died: the solution signalled it
+    # The child reported the end of its job and closed its channel; its exit (the device context's
+    # teardown, about 0.17 s on the H200 host) was not awaited, so ``returncode`` is None.
+    ended_at_done: bool = False
 
 
 def _session_rss_bytes(watch: SessionWatch) -> int:
@@ -86,25 +89,61 @@ class _WarmProcess:
 
 class _ExitWait:
     """A pause between the checks on a running child that ends as soon as the child exits (a
-    pidfd, Linux 5.3 and later; a plain sleep elsewhere): the run is not kept up to a polling
-    interval after its child has gone."""
+    pidfd, Linux 5.3 and later; a plain sleep elsewhere) or its channel closes (``ChannelEnd``):
+    the run is not kept up to a polling interval after either."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, channel_end: ChannelEnd | None = None):
         try:
             self._fd: int | None = os.pidfd_open(pid)
         except (AttributeError, OSError):  # no pidfd here, or the process is gone already
             self._fd = None
+        self._channel_end = channel_end
 
     def wait(self, seconds: float) -> None:
-        if self._fd is None:
-            time.sleep(seconds)
+        channel_fd = self._channel_end.pending_fd() if self._channel_end is not None else None
+        fds = [fd for fd in (self._fd, channel_fd) if fd is not None]
+        if fds:
+            select.select(fds, [], [], seconds)
         else:
-            select.select([self._fd], [], [], seconds)
+            time.sleep(seconds)
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class ChannelEnd:
+    """Reads the child's channel in a thread until EOF, then wakes the wait on the child once."""
+
+    def __init__(self, read_fd: int, key: str, deliver: Callable[[dict[str, Any]], None],
+                 on_forged: Callable[[str], None]):
+        self._wake_read, self._wake_write = os.pipe()
+        self.ended = threading.Event()
+        self._seen = False  # the wait has been woken by the end (its descriptor then leaves the wait)
+        self.thread = threading.Thread(target=self._read, args=(read_fd, key, deliver, on_forged), daemon=True)
+        self.thread.start()
+
+    def _read(self, read_fd: int, key: str, deliver, on_forged) -> None:
+        try:
+            read_messages(read_fd, key, deliver, on_forged)
+        finally:
+            self.ended.set()
+            os.close(self._wake_write)  # the read end turns readable (EOF)
+
+    def pending_fd(self) -> int | None:
+        """The descriptor that turns readable at the channel's end, until the end has been seen."""
+        if self._seen or self._wake_read < 0:
+            return None
+        if self.ended.is_set():
+            self._seen = True
+        return self._wake_read
+
+    def close(self) -> None:
+        self.thread.join(timeout=5)
+        if self._wake_read >= 0:
+            os.close(self._wake_read)
+            self._wake_read = -1
 
 
 def _start(job_path: Path, stdout_path: Path, stderr_path: Path | None, env: dict[str, str], write_fd: int,
@@ -146,14 +185,17 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
               env_extra: dict[str, str], on_message: Callable[[dict[str, Any]], None],
               wrapper: list[str] | None = None, warm_device: str | None = None, use_warm: bool = False,
               stderr_path: Path | None = None, forged: list[str] | None = None,
-              early: EarlyChild | None = None) -> ChildRun:
+              early: EarlyChild | None = None, end_at_done: bool = False) -> ChildRun:
     """Run ``python -m sol_execbench.evaluate.child.driver job.json`` to completion, timeout or memory limit.
 
     The child's output is appended to ``log_path``: stdout and stderr together (one interleaved log,
     which ``--sanitize`` cuts by workload), or only stdout when ``stderr_path`` takes stderr.
     ``wrapper`` prefixes the command (``--sanitize``: compute-sanitizer). ``use_warm`` takes a
     pre-started child from a running warm pool (``sol-execbench worker start``) when one fits;
-    ``early``, a child started before the job (``early_child``), goes first where it fits."""
+    ``early``, a child started before the job (``early_child``), goes first where it fits.
+    ``end_at_done``: once the child has reported the end of its job and closed its channel, its
+    session is killed and its exit left to its reaper (the warm pool, or a thread here) instead of
+    awaited. Not for a child under a profiler or a sanitizer, whose report is written at its exit."""
     run = ChildRun(forged=forged if forged is not None else [])
     read_fd, write_fd = os.pipe()
     key = new_key()
@@ -167,13 +209,18 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     proc, run.warm, run.early_unused = _start(job_path, log_path, stderr_path, env, write_fd, wrapper, warm_device,
                                               use_warm, early)
     os.close(write_fd)
-    reader = threading.Thread(target=read_messages, args=(read_fd, key, deliver, run.forged.append), daemon=True)
-    reader.start()
+    channel = ChannelEnd(read_fd, key, deliver, run.forged.append)
     deadline = began + timeout_s
     session = SessionWatch(proc.pid)
-    pause = _ExitWait(proc.pid)
+    pause = _ExitWait(proc.pid, channel)
     try:
-        while proc.poll() is None:
+        while True:
+            # Checked before poll: a warm child's poll waits out its exit once its main thread has gone.
+            if end_at_done and channel.ended.is_set() and any(m.get("type") == "done" for m in run.messages):
+                run.ended_at_done = True
+                break
+            if proc.poll() is not None:
+                break
             if time.monotonic() > deadline:
                 run.timed_out = True
                 _kill_session(proc)
@@ -188,12 +235,20 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
     except BaseException:
         # SIGTERM / Ctrl-C of the run (raised here by the CLI's handlers): the child goes with it.
         kill_session(proc.pid, settle_s=1.0)
+        channel.close()
         raise
     finally:
         pause.close()
-    # Processes the child left in its session would hold the pipe open; end them too.
-    kill_session(proc.pid, settle_s=1.0)
-    reader.join(timeout=5)
+    if run.ended_at_done:
+        kill_session(proc.pid, settle_s=0)  # one sweep now, so that nothing outlives this call ...
+        threading.Thread(target=_end_in_background, args=(proc,), daemon=True).start()  # ... then settle and reap
+    else:
+        # Processes the child left in its session would hold the pipe open; end them too.
+        kill_session(proc.pid, settle_s=1.0)
+    channel.close()
+    run.wall_s = time.monotonic() - began
+    if run.ended_at_done:
+        return run
     run.returncode = proc.returncode
     if run.warm:  # the pool died under its handed-out child: a solution that signals its parent ends the pool
         run.parent_killed = getattr(proc, "pool_died", False) and not run.timed_out and run.memory_exceeded_bytes is None
@@ -204,6 +259,14 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
             run.parent_killed = True
     run.wall_s = time.monotonic() - began
     return run
+
+
+def _end_in_background(proc: Any) -> None:
+    """The rest of a child's end that ``run_child`` does not wait for: its session killed until none
+    of it is left, and the fresh child's supervisor reaped (a warm child is the pool's to reap)."""
+    kill_session(proc.pid, settle_s=1.0)
+    if isinstance(proc, subprocess.Popen):
+        proc.wait()
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -226,6 +289,8 @@ def describe_exit(run: ChildRun) -> str:
     if run.parent_killed:
         return ("the evaluation child's parent process was killed by SIGKILL (the solution signals its parent, or the "
                 "system's out-of-memory killer ended it), and the child with it")
+    if code is None and run.ended_at_done:
+        return "the child reported the end of its job without a result for this workload"
     if code is None:
         return "the child did not exit"
     if code < 0:

@@ -324,7 +324,7 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
                                    **opts.child_env},
                         warm_device=opts.device, use_warm=opts.use_warm_pool and not opts.child_env, forged=forged,
                         wrapper=[*opts.child_prefix, *(_sandbox_wrapper(state, staging) or [])] or None,
-                        early=early)
+                        early=early, end_at_done=not opts.child_prefix and not opts.child_env)
         runs.append(run)
         if (why := declined or run.early_unused) is not None:
             _staging_note(opts, f"early child not used: {why}; {'a warm' if run.warm else 'a fresh'} child ran the job")

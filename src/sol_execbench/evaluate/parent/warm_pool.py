@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import sol_execbench
-from sol_execbench.platform.host import (listening_socket, pending_socket_path, process_alive, remove_orphaned_sockets,
-                                        runtime_socket)
+from sol_execbench.platform.host import (kill_session, listening_socket, pending_socket_path, process_alive,
+                                        remove_orphaned_sockets, runtime_socket)
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
 from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
@@ -42,6 +42,7 @@ WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
 
+ENDING_WAIT_S = 5.0  # a take waits at most this long for the handed-out children that are ending
 CHILD_SOCKET_PREFIX = "child-"  # child-<pid of the pool>-<random>.sock in the runtime folder
 
 
@@ -191,6 +192,7 @@ class PoolServer:
         self.waiting: list[tuple[subprocess.Popen, str]] = []  # warming or warm, not yet handed out
         self.handed: dict[int, subprocess.Popen] = {}
         self.cleanups: dict[int, tuple[int, str]] = {}  # handed pid -> (taker's pid, its staging folder)
+        self.swept: set[int] = set()  # handed children that ended and whose session was killed
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
@@ -214,10 +216,20 @@ class PoolServer:
             while len(self.waiting) < self.spares and not self.stopping:
                 self._spawn()
 
+    def _ending(self) -> bool:
+        """Whether a handed-out child is ending: its main thread gone, the process not yet reaped
+        (its other threads are still tearing down its device context)."""
+        return any(proc.poll() is None and not process_alive(pid) for pid, proc in list(self.handed.items()))
+
     def _take(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("fingerprint") != self.fingerprint:
             return {"ok": False, "reason": "different start-up environment"}
         deadline = time.monotonic() + float(request.get("wait_s", 20))
+        # The next evaluation starts once the last one's child is gone: it would see that child's
+        # device context as another process on the GPU, and its teardown beside the timed calls.
+        ending_deadline = time.monotonic() + ENDING_WAIT_S
+        while self._ending() and time.monotonic() < ending_deadline:
+            time.sleep(0.01)
         while time.monotonic() < deadline:
             with self.lock:
                 for item in list(self.waiting):
@@ -242,6 +254,7 @@ class PoolServer:
         except subprocess.TimeoutExpired:
             return {"returncode": None}
         self.handed.pop(proc.pid, None)
+        self.swept.discard(proc.pid)
         return {"returncode": code}
 
     def handle(self, conn: socket.socket) -> None:
@@ -260,7 +273,9 @@ class PoolServer:
             op = request.get("op")
             if op == "take":
                 reply = self._take(request)
+                conn.sendall(json.dumps(reply).encode() + b"\n")  # before the replacement is started
                 self._replenish()
+                return
             elif op == "wait":
                 reply = self._wait(request)
             elif op == "stop":
@@ -301,9 +316,13 @@ class PoolServer:
     def _reap(self) -> None:
         for pid, proc in list(self.handed.items()):
             if proc.poll() is not None:
+                if pid not in self.swept:  # what the child left in its session, should its evaluation be gone
+                    self.swept.add(pid)
+                    kill_session(pid, settle_s=0.5)
                 self._clean_after(pid)
             if proc.poll() is not None and time.monotonic() - self.last_request > 60:
                 self.handed.pop(pid, None)
+                self.swept.discard(pid)
 
     def _clean_after(self, pid: int, abandoned: bool = False) -> None:
         """A handed-out child ended: if the evaluation that took it is gone too (killed by SIGKILL,
