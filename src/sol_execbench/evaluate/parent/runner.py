@@ -409,6 +409,11 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
                                          "evaluated (os._exit or sys.exit in the solution): an early exit cannot produce "
                                          f"a result\n{output}")
         return True
+    elif run.ended_at_done and in_progress:  # the harness reports the end only after every workload's trace
+        early = next(w for w in pending if w.uuid == in_progress[0])
+        state.fail(early, S.REWARD_HACK, "the end of the evaluation's job was reported on its channel while this "
+                                         f"workload was being evaluated: only code in the process could send it\n{output}")
+        return True
     detail = f"{reason}\n{output}"
     if not in_progress:  # died before reaching a workload: every one would die the same way
         for w in pending:
