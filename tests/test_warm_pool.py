@@ -154,9 +154,10 @@ def test_the_pool_serves_no_sandboxed_child(warm_pool):
 
 # A process whose main thread has gone while another thread still runs, as an evaluation child's
 # is while its device context is torn down (os._exit: the main thread first, the last thread last).
-_ENDING_PROCESS = """import ctypes, os, threading, time
+_ENDING_PROCESS = """import ctypes, os, sys, threading, time
 def last_thread():
-    time.sleep(1.5)
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.01)
     os._exit(0)
 threading.Thread(target=last_thread).start()
 ctypes.CDLL(None).pthread_exit(None)
@@ -166,21 +167,24 @@ ctypes.CDLL(None).pthread_exit(None)
 def test_a_take_waits_for_the_handed_child_that_is_ending(tmp_path):
     import subprocess
     import sys
+    import threading
     import time
 
     from sol_execbench.evaluate.parent.warm_pool import PoolServer
 
     server = PoolServer(None, spares=1, idle_timeout_s=60)
     server.stopping = True  # spawns no warm child: the take finds none
-    ending = subprocess.Popen([sys.executable, "-c", _ENDING_PROCESS])
+    release = tmp_path / "release"
+    ending = subprocess.Popen([sys.executable, "-c", _ENDING_PROCESS, str(release)])
     server.handed[ending.pid] = ending
     try:
-        assert poll_until(server._ending, 1.0)  # main thread gone, process not yet reaped
+        assert poll_until(server._ending, 30.0)  # main thread gone, process not yet reaped
+        threading.Timer(0.5, release.touch).start()  # its last thread ends half a second into the take
         began = time.monotonic()
         reply = server._take({"fingerprint": server.fingerprint, "wait_s": 0.05})
         assert not reply["ok"]
         assert ending.poll() == 0  # the take went on only once the ending child was gone
-        assert time.monotonic() - began < 5.0
+        assert 0.4 < time.monotonic() - began < 5.0
     finally:
         ending.kill()
         ending.wait()
