@@ -120,7 +120,6 @@ class ChannelEnd:
                  on_forged: Callable[[str], None]):
         self._wake_read, self._wake_write = os.pipe()
         self.ended = threading.Event()
-        self._seen = False  # the wait has been woken by the end (its descriptor then leaves the wait)
         self.thread = threading.Thread(target=self._read, args=(read_fd, key, deliver, on_forged), daemon=True)
         self.thread.start()
 
@@ -132,12 +131,8 @@ class ChannelEnd:
             os.close(self._wake_write)  # the read end turns readable (EOF)
 
     def pending_fd(self) -> int | None:
-        """The descriptor that turns readable at the channel's end, until the end has been seen."""
-        if self._seen or self._wake_read < 0:
-            return None
-        if self.ended.is_set():
-            self._seen = True
-        return self._wake_read
+        """The descriptor that turns readable at the channel's end; None once it has ended."""
+        return None if self.ended.is_set() or self._wake_read < 0 else self._wake_read
 
     def close(self) -> None:
         self.thread.join(timeout=5)
@@ -246,9 +241,15 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
         # Processes the child left in its session would hold the pipe open; end them too.
         kill_session(proc.pid, settle_s=1.0)
     channel.close()
+    if not run.ended_at_done:
+        _read_exit(run, proc)
     run.wall_s = time.monotonic() - began
-    if run.ended_at_done:
-        return run
+    return run
+
+
+def _read_exit(run: ChildRun, proc: Any) -> None:
+    """The exit status of an awaited child, and whether its parent (the pool, or the supervisor)
+    was killed under it."""
     run.returncode = proc.returncode
     if run.warm:  # the pool died under its handed-out child: a solution that signals its parent ends the pool
         run.parent_killed = getattr(proc, "pool_died", False) and not run.timed_out and run.memory_exceeded_bytes is None
@@ -257,8 +258,6 @@ def run_child(job_path: Path, log_path: Path, *, timeout_s: float, memory_limit_
             run.returncode = -signal.SIGKILL
         elif run.returncode == -signal.SIGKILL and not run.timed_out and run.memory_exceeded_bytes is None:
             run.parent_killed = True
-    run.wall_s = time.monotonic() - began
-    return run
 
 
 def _end_in_background(proc: Any) -> None:

@@ -403,16 +403,15 @@ def _settle_failure(state: _State, pending: list[Workload], run: ChildRun, in_pr
     reason = describe_exit(run)
     if crash is not None:
         reason = f"the evaluation raised: {crash.get('log', '')}"
-    elif run.returncode == 0 and in_progress:  # a clean exit mid-workload: os._exit(0) / sys.exit(0)
+    elif in_progress and (run.returncode == 0 or run.ended_at_done):
+        # A clean exit mid-workload (os._exit(0), sys.exit(0)), or the job's end reported then: the
+        # harness reports it only after every workload's trace.
         early = next(w for w in pending if w.uuid == in_progress[0])
-        state.fail(early, S.REWARD_HACK, f"the evaluation process exited with status 0 while this workload was being "
-                                         "evaluated (os._exit or sys.exit in the solution): an early exit cannot produce "
-                                         f"a result\n{output}")
-        return True
-    elif run.ended_at_done and in_progress:  # the harness reports the end only after every workload's trace
-        early = next(w for w in pending if w.uuid == in_progress[0])
-        state.fail(early, S.REWARD_HACK, "the end of the evaluation's job was reported on its channel while this "
-                                         f"workload was being evaluated: only code in the process could send it\n{output}")
+        why = ("the evaluation process exited with status 0 while this workload was being evaluated (os._exit or "
+               "sys.exit in the solution): an early exit cannot produce a result" if run.returncode == 0 else
+               "the end of the evaluation's job was reported on its channel while this workload was being "
+               "evaluated: only code in the process could send it")
+        state.fail(early, S.REWARD_HACK, f"{why}\n{output}")
         return True
     detail = f"{reason}\n{output}"
     if not in_progress:  # died before reaching a workload: every one would die the same way
