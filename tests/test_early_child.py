@@ -4,6 +4,7 @@ no process and no staging folder. Real CLI processes, real signals."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -163,6 +164,71 @@ def test_an_early_child_that_fits_runs_the_api_evaluation(tmp_path: Path, monkey
     assert not early.staging.exists()
 
 
+def _own_triton_key(env: dict[str, str] | None = None) -> str:
+    """The key a fresh process's Triton computes for its cache."""
+    done = subprocess.run([sys.executable, "-c", "from triton.runtime.cache import triton_key; print(triton_key())"],
+                          capture_output=True, text=True, timeout=120, check=True, env=env)
+    return done.stdout.strip()
+
+
+def test_the_triton_key_written_ahead_is_the_one_triton_computes(tmp_path: Path):
+    """The harness's process writes Triton's key to the run's private folder whatever becomes of
+    the driver utilities (no GPU here: their build fails, and is left to the child)."""
+    pytest.importorskip("triton")
+    from sol_execbench.evaluate.parent.early_child import _TRITON_AHEAD
+    from sol_execbench.sandbox import triton_key_file
+
+    path = triton_key_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    subprocess.run([sys.executable, "-P", "-c", _TRITON_AHEAD, "cuda", str(path)], env=env, cwd=str(tmp_path),
+                   timeout=300, check=True, capture_output=True)
+    record = json.loads(path.read_text())
+    assert record["key"] == _own_triton_key(env)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
+
+
+KEY_PROBE = """import triton.runtime.cache as cache
+import triton.runtime.autotuner as autotuner
+
+def run(a, b):
+    if cache.triton_key() != {planted!r} or autotuner.triton_key() != {planted!r}:
+        raise RuntimeError("Triton's key is its own: " + cache.triton_key()[:24])
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("names_this_triton", [True, False], ids=["this-triton", "another-version"])
+def test_the_child_takes_the_triton_key_written_ahead_where_it_names_its_triton(tmp_path: Path, monkeypatch,
+                                                                               names_this_triton: bool):
+    """Read from the run's private folder before solution code runs, installed where Triton looks
+    it up; a record of another Triton is left alone."""
+    triton = pytest.importorskip("triton")
+    from sol_execbench.evaluate.api import evaluate
+    from sol_execbench.evaluate.parent.early_child import EarlyChild
+    from sol_execbench.sandbox import triton_key_file
+
+    for name, value in cli_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    planted = f"{triton.__version__}-planted-for-the-test"
+    version = triton.__version__ if names_this_triton else "0.0.1"
+    early = EarlyChild("cpu", keep_staging=False)
+    path = triton_key_file(early.staging)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"triton": os.path.dirname(os.path.abspath(triton.__file__)), "version": version,
+                                "key": planted if names_this_triton else "0.0.1-" + planted}))
+    try:
+        traces = evaluate(add_definition(), workloads(8), solution(KEY_PROBE.format(planted=planted)),
+                          dict(LIGHT_CONFIG), device="cpu", use_warm_pool=False, early_child=early)
+    finally:
+        early.close()
+    if names_this_triton:
+        assert [t.evaluation.status.value for t in traces] == ["PASSED"], traces[0].evaluation.log
+    else:
+        assert [t.evaluation.status.value for t in traces] == ["RUNTIME_ERROR"]
+        assert "Triton's key is its own" in traces[0].evaluation.log
+
+
 def _driver_utility_keys(cache: Path) -> set[str]:
     """The Triton cache entries holding driver utilities (cuda_utils, hip_utils)."""
     return {entry.name for entry in cache.iterdir() if entry.is_dir()
@@ -176,8 +242,8 @@ def test_no_triton_driver_build_for_a_cpu_evaluation(tmp_path: Path, monkeypatch
         monkeypatch.setenv(name, value)
     early = EarlyChild("cpu", keep_staging=False)
     try:
-        early.build_triton_driver()
-        assert early._triton_build is None
+        early.prepare_triton()
+        assert early._triton_ahead is None
     finally:
         early.close()
     assert not early.staging.exists()
@@ -186,15 +252,18 @@ def test_no_triton_driver_build_for_a_cpu_evaluation(tmp_path: Path, monkeypatch
 @pytest.mark.gpu
 def test_triton_driver_utilities_built_ahead_are_those_the_child_looks_up(tmp_path: Path):
     """Built by the harness beside the early child, under the key a process of the run's own
-    environment computes for them: its first Triton kernel finds them in the cache."""
+    environment computes for them: its first Triton kernel finds them in the cache. Triton's own
+    cache key is written beside them."""
     pytest.importorskip("triton")
     from sol_execbench.evaluate.parent.early_child import EarlyChild
+    from sol_execbench.sandbox import triton_key_file
 
     early = EarlyChild(None, keep_staging=False)
     try:
-        early.build_triton_driver()
-        assert early._triton_build is not None and early._triton_build.wait(timeout=300) == 0
+        early.prepare_triton()
+        assert early._triton_ahead is not None and early._triton_ahead.wait(timeout=300) == 0
         ahead = _driver_utility_keys(early.staging / "run" / "triton")
+        key = json.loads(triton_key_file(early.staging).read_text())["key"]  # the folder goes at close()
     finally:
         early.close()
     assert len(ahead) == 1
@@ -203,6 +272,7 @@ def test_triton_driver_utilities_built_ahead_are_those_the_child_looks_up(tmp_pa
                     "triton.runtime.driver.active.utils"],
                    env=dict(os.environ, TRITON_CACHE_DIR=str(own)), check=True, timeout=300)
     assert _driver_utility_keys(own) == ahead
+    assert key == _own_triton_key()
 
 
 def test_a_child_socket_appears_only_once_it_listens(tmp_path: Path, monkeypatch):

@@ -109,7 +109,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         err.print(f"[red]error:[/red] {exc.path}: {exc.message}", highlight=False)
         sys.exit(2)
     if early is not None and _uses_triton(problem):
-        early.build_triton_driver()
+        early.prepare_triton()
     if lock_clocks:
         problem.config.lock_clocks = True
     isolation_mode = _check_isolation(isolation, err)
@@ -168,7 +168,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
 
 def _uses_triton(problem) -> bool:
     """Whether the solution is a Triton one or the reference uses Triton (a guess that only decides
-    whether Triton's driver utilities are built ahead, see ``EarlyChild.build_triton_driver``)."""
+    whether Triton's first-use costs are paid ahead, see ``EarlyChild.prepare_triton``)."""
     from sol_execbench.schema import Language
 
     return Language.TRITON in problem.solution.spec.languages or "triton" in problem.definition.reference

@@ -109,6 +109,12 @@ def enforce_in_process(record: IsolationRecord, folders: RunFolders, strict: boo
     return record
 
 
+def triton_key_file(private: Path) -> Path:
+    """Where, in the run's private folder, a process of the harness leaves Triton's cache key for the
+    run's child (written in ``evaluate/parent/early_child.py``, read in ``evaluate/child/triton_key.py``)."""
+    return private / "run" / "triton-key.json"
+
+
 def private_environment(private: Path) -> dict[str, str]:
     """Temp and cache variables pointing inside the run's private folder: the JIT caches a later run
     would read (Triton, inductor, CUDA's PTX cache, XDG caches) are this run's own."""

@@ -147,7 +147,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     from sol_execbench.schema import (BenchmarkConfig, BuildRecord, Definition, Environment, EvaluationStatus,
                                       Solution, Workload)
 
-    from . import confinement as confinement_of_run, guards
+    from . import confinement as confinement_of_run, guards, triton_key
     from .activity_watch import ActivityWatch
     from .workload_eval import Context, evaluate_workload
 
@@ -172,6 +172,8 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     if problem:
         channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value, log=problem)
         return
+    if triton_key.adopt_ahead(staging):  # before any solution code runs: the record is the harness's
+        _phase("Triton's cache key taken from the run's private folder")
     watch = ActivityWatch()  # before any solution code runs; installs its thread counter
     integrity = guards.IntegritySnapshot()  # after the watch, so its counter is among what is watched
     build = BuildRecord(language=solution.spec.languages[0].value, build_time_s=job.get("build_time_s"),

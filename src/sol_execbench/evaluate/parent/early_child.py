@@ -35,11 +35,26 @@ SOCKET_NAME = ".early-child.sock"
 SOCKET_PATH_MAX = 100  # AF_UNIX paths end at 107 bytes; a deep TMPDIR puts the socket in the runtime folder
 SOCKET_WAIT_S = 60.0  # for the child to open its socket (an interpreter start on a loaded machine)
 RUNTIME_SOCKET_PREFIX = "early-"  # early-<pid of the evaluation>-<random>.sock in the runtime folder
-# Triton's driver utilities: a C module Triton compiles with the host compiler on its first use in
-# a cache (0.35 to 0.46 s of a cold evaluation's first Triton call on the H100 host). Built by a
-# process of the harness's into the run's private Triton cache while the child starts up, they are
-# a cache hit at that call. Only Triton's own source is compiled; a failure leaves it to the child.
-_TRITON_DRIVER_BUILD = """import sys
+# Two of Triton's first-use costs in a process, paid by a process of the harness's while the child
+# starts up (only Triton's own code runs there; a failure leaves both to the child):
+# - its driver utilities, a C module it compiles with the host compiler on first use into a cache
+#   (0.35 to 0.46 s of a cold evaluation's first Triton call on the H100 host): built into the run's
+#   private Triton cache, they are a cache hit at that call;
+# - its cache key, a hash of its own sources and of libtriton (0.4 s): written to the run's private
+#   folder, the child takes it from there (evaluate/child/triton_key.py).
+# The two take about 1.2 s, one after the other (no thread: pkgutil imports Triton's packages as it
+# walks them, and two threads importing Triton at once can deadlock), within the child's start-up.
+_TRITON_AHEAD = """import json, os, sys
+try:
+    import triton
+    from triton.runtime.cache import triton_key
+    record = {"triton": os.path.dirname(os.path.abspath(triton.__file__)), "version": triton.__version__,
+              "key": triton_key()}
+    with open(sys.argv[2] + ".part", "w") as f:
+        json.dump(record, f)
+    os.replace(sys.argv[2] + ".part", sys.argv[2])
+except Exception:
+    pass
 try:
     if sys.argv[1] == "rocm":
         from triton.backends.amd.driver import HIPUtils as Utils
@@ -64,7 +79,7 @@ class EarlyChild:
             remove_orphaned_sockets(RUNTIME_SOCKET_PREFIX)
             self.socket_path = runtime_socket(RUNTIME_SOCKET_PREFIX)
         self.handed = False  # the job went to it
-        self._triton_build: subprocess.Popen | None = None
+        self._triton_ahead: subprocess.Popen | None = None
         self.staging_taken = False  # an evaluation stages into (and removes) the folder
         self._startup = startup_values(dict(os.environ))
         env = child_environment({EARLY_SOCKET_ENV: str(self.socket_path), SUPERVISOR_FDS_ENV: "",
@@ -104,20 +119,21 @@ class EarlyChild:
         self.handed = send_job(self.socket_path, job_path, job_env, fds, answer=False)
         return None if self.handed else "its socket did not take the job"
 
-    def build_triton_driver(self) -> None:
-        """Start building Triton's driver utilities into the run's private Triton cache (GPU devices
-        only; the evaluation's child compiles its kernels there)."""
+    def prepare_triton(self) -> None:
+        """Start building Triton's driver utilities into the run's private Triton cache and writing
+        its cache key into the run's private folder (GPU devices only; the evaluation's child
+        compiles its kernels there)."""
         from sol_execbench.platform import vendor_hint
-        from sol_execbench.sandbox import private_environment
+        from sol_execbench.sandbox import private_environment, triton_key_file
 
         vendor = vendor_hint()
-        if self._triton_build is not None or vendor not in ("cuda", "rocm") or self.device == "cpu":
+        if self._triton_ahead is not None or vendor not in ("cuda", "rocm") or self.device == "cpu":
             return
         env = dict(os.environ, TRITON_CACHE_DIR=private_environment(self.staging)["TRITON_CACHE_DIR"])
         # -P and the staging folder as working directory: no module of the working directory (a
         # problem folder may hold a triton.py) shadows Triton in this unsandboxed process.
-        self._triton_build = subprocess.Popen(
-            [sys.executable, "-P", "-c", _TRITON_DRIVER_BUILD, vendor], stdin=subprocess.DEVNULL,
+        self._triton_ahead = subprocess.Popen(
+            [sys.executable, "-P", "-c", _TRITON_AHEAD, vendor, str(triton_key_file(self.staging))], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=str(self.staging),
             start_new_session=True, preexec_fn=preexec_die_with_parent)
 
@@ -135,11 +151,11 @@ class EarlyChild:
         """After the evaluation: the child ended if unused, the staging folder removed if no
         evaluation took it."""
         self.discard()
-        if self._triton_build is not None:
-            if self._triton_build.poll() is None:
-                kill_session(self._triton_build.pid, settle_s=0.5)  # not needed any more
+        if self._triton_ahead is not None:
+            if self._triton_ahead.poll() is None:
+                kill_session(self._triton_ahead.pid, settle_s=0.5)  # not needed any more
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._triton_build.wait(timeout=5)
+                self._triton_ahead.wait(timeout=5)
         with contextlib.suppress(OSError):  # the child removes it when it takes its job
             self.socket_path.unlink()
         if not self.staging_taken:
