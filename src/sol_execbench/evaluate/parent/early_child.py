@@ -42,8 +42,8 @@ RUNTIME_SOCKET_PREFIX = "early-"  # early-<pid of the evaluation>-<random>.sock 
 #   private Triton cache, they are a cache hit at that call;
 # - its cache key, a hash of its own sources and of libtriton (0.4 s): written to the run's private
 #   folder, the child takes it from there (evaluate/child/triton_key.py).
-# The two take about 1.2 s, one after the other (no thread: pkgutil imports Triton's packages as it
-# walks them, and two threads importing Triton at once can deadlock), within the child's start-up.
+# One after the other, well within the child's start-up (3 to 4 s on the H200 host): hashing in a
+# thread beside the build deadlocked, two threads importing Triton's packages at once.
 _TRITON_AHEAD = """import json, os, sys
 try:
     import triton
