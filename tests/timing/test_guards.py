@@ -41,6 +41,21 @@ def test_library_state_on_watched_classes_is_not_tampering_but_their_methods_are
     assert snapshot.tampered() == ["torch.cuda.graph.__enter__"]
 
 
+def test_a_method_every_schema_model_inherits_is_held_once_and_a_shadowing_one_per_model(monkeypatch):
+    """pydantic's BaseModel methods resolve to one namespace for every schema model: replaced there,
+    they are named once, as pydantic's; assigned on one model, they shadow it there and that is named."""
+    import pydantic
+
+    from sol_execbench.schema import Trace
+
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.setattr(pydantic.BaseModel, "model_dump", lambda self, **kw: {})
+    assert snapshot.tampered() == ["pydantic.BaseModel.model_dump"]
+    monkeypatch.undo()
+    monkeypatch.setattr(Trace, "model_dump_json", lambda self, **kw: "{}", raising=False)
+    assert snapshot.tampered() == ["sol_execbench.schema.trace.Trace.model_dump_json"]
+
+
 def test_the_check_survives_replacing_the_checker(monkeypatch):
     snapshot = guards.IntegritySnapshot()
     monkeypatch.setattr(guards.IntegritySnapshot, "_tampered", lambda self: [])

@@ -40,14 +40,15 @@ _MISSING = object()
 Held = tuple[str, Any, str, Any]  # (label, live namespace mapping, name, the object found there or _MISSING)
 
 
-def _resolution(label: str, cls: type, name: str) -> list[Held]:
-    """Where ``cls.name`` resolves along the MRO: each class up to the definer must keep not
-    defining it (a shadowing assignment) and the definer must keep its object."""
+def _resolution(cls: type, name: str) -> list[tuple[type, Any, Any]]:
+    """Where ``cls.name`` resolves along the MRO, as (class, its namespace, the object found there
+    or _MISSING): each class up to the definer must keep not defining it (a shadowing assignment)
+    and the definer must keep its object."""
     held = []
     for klass in cls.__mro__:
         namespace = vars(klass)
         value = namespace.get(name, _MISSING)
-        held.append((label, namespace, name, value))
+        held.append((klass, namespace, value))
         if value is not _MISSING:
             break
     return held
@@ -83,23 +84,38 @@ class IntegritySnapshot:
 
     def __init__(self) -> None:
         self._held: list[Held] = []
-        for modname in _harness_modules():
-            self._watch_module(modname, callables_only=False, own_classes=True)
-        for modname in _WATCHED_MODULES:
-            self._watch_module(modname, callables_only=True, own_classes=False)
+        # (id of the class or module dict, name) already held: the members every schema model
+        # inherits from pydantic's BaseModel resolve to BaseModel's own namespace, once per model
+        # (7,089 entries, 4,900 of them distinct, in an evaluation child).
+        self._keys: set[tuple[int, str]] = set()
+        # The named classes and attributes first, so that a shared entry carries their label.
         for modname, clsname in _WATCHED_CLASSES:
             cls = getattr(importlib.import_module(modname), clsname, None)
             if isinstance(cls, type):
                 for name in _public_names(cls):
                     if _behaviour(cls, name):
-                        self._held.extend(_resolution(f"{modname}.{clsname}.{name}", cls, name))
+                        self._hold_resolution(f"{modname}.{clsname}.{name}", cls, name)
         for modname, name in _WATCHED_ATTRIBUTES:
             module = importlib.import_module(modname)
             if hasattr(module, name):
-                self._held.append((f"{modname}.{name}", vars(module), name, vars(module)[name]))
+                self._hold(f"{modname}.{name}", vars(module), vars(module), name, vars(module)[name])
         for name in _TENSOR_METHODS:
-            self._held.extend(_resolution(f"torch.Tensor.{name}", torch.Tensor, name))
+            self._hold_resolution(f"torch.Tensor.{name}", torch.Tensor, name)
+        for modname in _harness_modules():
+            self._watch_module(modname, callables_only=False, own_classes=True)
+        for modname in _WATCHED_MODULES:
+            self._watch_module(modname, callables_only=True, own_classes=False)
         self.check = self._tampered
+
+    def _hold(self, label: str, owner: Any, namespace: Any, name: str, value: Any) -> None:
+        key = (id(owner), name)
+        if key not in self._keys:
+            self._keys.add(key)
+            self._held.append((label, namespace, name, value))
+
+    def _hold_resolution(self, label: str, cls: type, name: str) -> None:
+        for klass, namespace, value in _resolution(cls, name):
+            self._hold(label, klass, namespace, name, value)
 
     def _watch_module(self, modname: str, callables_only: bool, own_classes: bool) -> None:
         module = sys.modules.get(modname) or importlib.import_module(modname)
@@ -107,10 +123,10 @@ class IntegritySnapshot:
         for name, value in list(namespace.items()):
             if name.startswith("__") or inspect.ismodule(value) or (callables_only and not callable(value)):
                 continue
-            self._held.append((f"{modname}.{name}", namespace, name, value))
+            self._hold(f"{modname}.{name}", namespace, namespace, name, value)
             if own_classes and isinstance(value, type) and getattr(value, "__module__", None) == modname:
                 for member in _public_names(value):  # inherited too: Trace.model_dump = ... shadows BaseModel's
-                    self._held.extend(_resolution(f"{modname}.{name}.{member}", value, member))
+                    self._hold_resolution(f"{modname}.{name}.{member}", value, member)
 
     def _tampered(self, _sorted: Any = sorted, _set: Any = set) -> list[str]:
         changed = [label for label, namespace, name, obj in self._held if namespace.get(name, _MISSING) is not obj]
