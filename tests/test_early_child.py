@@ -211,11 +211,10 @@ def test_the_child_takes_the_triton_key_written_ahead_where_it_names_its_triton(
     for name, value in cli_env(tmp_path).items():
         monkeypatch.setenv(name, value)
     planted = f"{triton.__version__}-planted-for-the-test"
-    version = triton.__version__ if names_this_triton else "0.0.1"
     early = EarlyChild("cpu", keep_staging=False)
     path = triton_key_file(early.staging)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"triton": os.path.dirname(os.path.abspath(triton.__file__)), "version": version,
+    path.write_text(json.dumps({"triton": os.path.dirname(os.path.abspath(triton.__file__)),
                                 "key": planted if names_this_triton else "0.0.1-" + planted}))
     try:
         traces = evaluate(add_definition(), workloads(8), solution(KEY_PROBE.format(planted=planted)),

@@ -6,7 +6,8 @@ critical path in a fresh child. For an evaluation that uses Triton, the command 
 process that computes it beside the child's start-up and writes it to the run's private folder
 (``EarlyChild.prepare_triton``). The child reads that record before any solution code runs (the
 solution may write to the folder later), and installs it in Triton where it names this very Triton
-(its folder and version): the value is the one Triton would compute, for this run's private cache.
+(its folder, and the version the key starts with): the value is the one Triton would compute, for
+this run's private cache.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ def _record(staging: Path) -> dict[str, str] | None:
         record = json.loads(triton_key_file(staging).read_text())
     except (OSError, ValueError):  # not written (yet): Triton computes its key itself
         return None
-    fields = ("triton", "version", "key")
-    if not isinstance(record, dict) or not all(isinstance(record.get(name), str) for name in fields):
+    if not isinstance(record, dict) or not all(isinstance(record.get(name), str) for name in ("triton", "key")):
         return None
     return record
 
@@ -40,8 +40,8 @@ def adopt_ahead(staging: Path) -> bool:
         from triton.runtime import autotuner, cache
     except Exception:  # noqa: BLE001  (no Triton here: the solution will say so)
         return False
-    if (record["triton"] != os.path.dirname(os.path.abspath(triton.__file__)) or record["version"] != triton.__version__
-            or not record["key"].startswith(triton.__version__)):
+    if record["triton"] != os.path.dirname(os.path.abspath(triton.__file__)) or \
+            not record["key"].startswith(triton.__version__):  # Triton's key opens with its version
         return False
     key = record["key"]
 

@@ -45,14 +45,13 @@ RUNTIME_SOCKET_PREFIX = "early-"  # early-<pid of the evaluation>-<random>.sock 
 # One after the other, well within the child's start-up (3 to 4 s on the H200 host): hashing in a
 # thread beside the build deadlocked, two threads importing Triton's packages at once.
 _TRITON_AHEAD = """import json, os, sys
+from pathlib import Path
 try:
     import triton
     from triton.runtime.cache import triton_key
-    record = {"triton": os.path.dirname(os.path.abspath(triton.__file__)), "version": triton.__version__,
-              "key": triton_key()}
-    with open(sys.argv[2] + ".part", "w") as f:
-        json.dump(record, f)
-    os.replace(sys.argv[2] + ".part", sys.argv[2])
+    from sol_execbench.files import replace_file
+    record = {"triton": os.path.dirname(os.path.abspath(triton.__file__)), "key": triton_key()}
+    replace_file(Path(sys.argv[2]), json.dumps(record))
 except Exception:
     pass
 try:
