@@ -85,6 +85,41 @@ def test_children_keep_bytecode_in_the_cache_only_where_torch_has_none(tmp_path,
     assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
 
 
+def test_children_keep_the_cache_once_the_command_line_itself_uses_it(tmp_path, monkeypatch):
+    """The command line keeps its own bytecode under the cache (``use_bytecode_cache_here``), and
+    an earlier child has left torch's compiled modules there: later children still get the cache.
+    Looking for torch's bytecode where this process's prefix puts it would find that copy, and
+    every child after the first would compile torch from source (2.3 s of a 9 to 11 s evaluation on
+    an H200 machine whose torch has no bytecode)."""
+    import importlib.util
+    import os
+    import sys
+    from types import SimpleNamespace
+
+    from sol_execbench.evaluate.parent import process
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    origin = str(package / "__init__.py")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=origin))
+    prefix = tmp_path / "cache" / "pycache"
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("SOL_EXECBENCH_BYTECODE_CACHE", raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))  # as use_bytecode_cache_here leaves it
+    in_cache = importlib.util.cache_from_source(origin)
+    assert in_cache.startswith(str(prefix))
+    os.makedirs(os.path.dirname(in_cache))
+    open(in_cache, "wb").close()  # what the first child wrote
+    assert process.child_environment({})["PYTHONPYCACHEPREFIX"] == str(prefix)
+    beside = package / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    beside.parent.mkdir()
+    beside.write_bytes(b"")  # torch's own bytecode, once it has some: Python loads that
+    assert "PYTHONPYCACHEPREFIX" not in process.child_environment({})
+
+
 def test_an_edited_source_changes_the_pool_fingerprint(tmp_path):
     from sol_execbench.evaluate.parent.warm_pool import source_stamp
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sol_execbench.platform.host import kill_session, remove_orphaned_sockets, runtime_socket
+from sol_execbench.platform.host import kill_session, remove_orphaned_sockets, runtime_socket, use_bytecode_cache
 from sol_execbench.platform.lifetime import preexec_die_with_parent
 
 from .child_env import (CHILD_STDERR_LOG, CHILD_STDOUT_LOG, STAGING_CLEANUP_ENV, SUPERVISOR, SUPERVISOR_FDS_ENV,
@@ -128,7 +128,8 @@ class EarlyChild:
         vendor = vendor_hint()
         if self._triton_ahead is not None or vendor not in ("cuda", "rocm") or self.device == "cpu":
             return
-        env = dict(os.environ, TRITON_CACHE_DIR=private_environment(self.staging)["TRITON_CACHE_DIR"])
+        # With the children's bytecode cache where they have one: Triton's modules load compiled.
+        env = use_bytecode_cache(dict(os.environ, TRITON_CACHE_DIR=private_environment(self.staging)["TRITON_CACHE_DIR"]))
         # -P and the staging folder as working directory: no module of the working directory (a
         # problem folder may hold a triton.py) shadows Triton in this unsandboxed process.
         self._triton_ahead = subprocess.Popen(
