@@ -507,7 +507,10 @@ def test_added_device_passes_go_to_the_sides_whose_device_time_sets_their_latenc
                                                 allowance_ms=ALLOWANCE_MS))
     assert m.reference.host_bound and not m.solution.host_bound
     assert len(m.reference.device_ms) == ROUNDS and all(d == pytest.approx(0.1) for d in m.reference.device_ms)
-    assert len(m.solution.device_ms) == paired.DEVICE_PASSES_MAX * ROUNDS
+    # How many passes the solution adds depends on the reference's host rounds (their error can
+    # end the added passes early; here they time real sleeps on a loaded machine): at least one.
+    added = len(m.solution.device_ms) // ROUNDS - 1
+    assert len(m.solution.device_ms) % ROUNDS == 0 and 1 <= added <= paired.DEVICE_PASSES_MAX - 1
     assert m.speedup is not None and m.speedup.low < m.speedup.point < m.speedup.high
 
 
