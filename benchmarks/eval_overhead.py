@@ -12,7 +12,10 @@ Each of our runs compiles its JIT kernels into caches of its own that start empt
 private folders), as for a solution evaluated for the first time. Each upstream run gets the same:
 empty Triton, inductor, CUDA and XDG caches of its own (``private_environment``), so that neither
 side's time includes a kernel compiled by an earlier run; ``--upstream-shared-caches`` leaves
-upstream on the environment's caches instead.
+upstream on the environment's caches instead. Python's bytecode is as each tool keeps it: where
+torch has none of its own and Python may not write it, our processes keep theirs in the tool's
+cache (``SOL_EXECBENCH_BYTECODE_CACHE``), which the first of our runs fills; upstream's compile
+what they import each time.
 """
 
 from __future__ import annotations
