@@ -95,6 +95,37 @@ def test_doctor_flags_an_unwritable_cache(monkeypatch, tmp_path):
     assert cache.status == "fail" and cache.fix and "XDG_CACHE_HOME" in cache.fix
 
 
+def test_doctor_says_how_torch_bytecode_is_kept(monkeypatch, tmp_path):
+    """A torch installed without bytecode: written beside it where Python may, else kept in the
+    tool's cache (ok), else compiled in every evaluation process (warn, with a fix); with its own
+    bytecode, loaded compiled."""
+    import importlib.util
+    import os
+    import sys
+    from types import SimpleNamespace
+
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(origin=str(package / "__init__.py")))
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "SOL_EXECBENCH_BYTECODE_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    check = doctor.check_bytecode()
+    assert check.status == "ok" and "beside it on first use" in check.detail
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    check = doctor.check_bytecode()
+    assert check.status == "ok" and str(tmp_path / "cache" / "pycache") in check.detail and "(0 files" in check.detail
+    monkeypatch.setenv("SOL_EXECBENCH_BYTECODE_CACHE", "0")
+    check = doctor.check_bytecode()
+    assert check.status == "warn" and check.fix and "compileall" in check.fix
+    compiled = package / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    os.makedirs(compiled.parent)
+    compiled.write_bytes(b"")
+    check = doctor.check_bytecode()
+    assert check.status == "ok" and "load compiled" in check.detail
+
+
 def test_doctor_gpu_checks_without_torch_or_gpu():
     assert doctor.check_gpu(None, "cpu").status == "fail"
     (torch_check,) = doctor.check_torch(None, "torch cannot be imported: boom", "cpu")

@@ -118,7 +118,7 @@ def bytecode_cache_prefix(env: dict[str, str], package: Path | None = None,
     if env.get(BYTECODE_CACHE_ENV) == "0" or env.get("PYTHONPYCACHEPREFIX"):
         return None
     package = package or torch_dir()
-    if package is None or _bytecode_beside(package / "__init__.py").exists():
+    if package is None or bytecode_kept_beside(package / "__init__.py"):
         return None
     dont_write = bool(env.get("PYTHONDONTWRITEBYTECODE")) if dont_write is None else dont_write
     if os.access(package, os.W_OK) and not dont_write:
@@ -126,12 +126,12 @@ def bytecode_cache_prefix(env: dict[str, str], package: Path | None = None,
     return str(cache_root() / "pycache")
 
 
-def _bytecode_beside(source: Path) -> Path:
-    """Where Python keeps ``source``'s bytecode without a prefix. Not ``cache_from_source``: it
-    answers under ``sys.pycache_prefix`` once this process has one (``use_bytecode_cache_here``),
-    where the children's own copy of torch's bytecode would pass for torch's, and no child after
-    the first would be given the cache."""
-    return source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+def bytecode_kept_beside(source: Path) -> bool:
+    """Whether ``source``'s bytecode is where Python keeps it without a prefix. Not
+    ``cache_from_source``: it answers under ``sys.pycache_prefix`` once this process has one
+    (``use_bytecode_cache_here``), where the children's own copy of torch's bytecode would pass for
+    torch's, and no child after the first would be given the cache."""
+    return (source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc").exists()
 
 
 def use_bytecode_cache(env: dict[str, str]) -> dict[str, str]:
