@@ -173,28 +173,27 @@ def check_bytecode() -> Check:
     """Whether an evaluation process loads torch's modules compiled or compiles them from source
     (seconds per fresh process where torch was installed without bytecode: 3.0 to 3.5 s for
     ``import torch`` against 1.7 to 2.2 s on the H200 image)."""
-    from sol_execbench.platform.host import BYTECODE_CACHE_ENV, bytecode_cache_prefix, bytecode_kept_beside, torch_dir
+    from sol_execbench.platform.host import BYTECODE_CACHE_ENV, bytecode_source, torch_dir
 
     package = torch_dir()
-    if package is None:
-        return Check("python_bytecode", "ok", "torch is not installed: nothing to compile")
-    if bytecode_kept_beside(package / "__init__.py"):
-        return Check("python_bytecode", "ok", f"{package}: torch's modules load compiled (bytecode beside them)")
-    env = dict(os.environ)
-    if os.access(package, os.W_OK) and not env.get("PYTHONDONTWRITEBYTECODE"):
-        return Check("python_bytecode", "ok", f"{package}: Python writes torch's bytecode beside it on first use")
-    if env.get("PYTHONPYCACHEPREFIX"):
-        return Check("python_bytecode", "ok", f"bytecode under the prefix PYTHONPYCACHEPREFIX={env['PYTHONPYCACHEPREFIX']}")
-    prefix = bytecode_cache_prefix(env, package)
-    if prefix is None:  # the cache turned off
+    source, prefix = bytecode_source(dict(os.environ), package)
+    if source == "off":
         return Check("python_bytecode", "warn",
                      f"torch has no bytecode of its own, Python may not write it beside {package}, and "
                      f"{BYTECODE_CACHE_ENV}=0: every evaluation process compiles torch's modules from source "
                      f"(seconds each)",
                      f"unset {BYTECODE_CACHE_ENV}, or compile torch once: python -m compileall -q {package}")
-    held = sum(1 for _ in Path(prefix).rglob("*.pyc")) if Path(prefix).is_dir() else 0
-    return Check("python_bytecode", "ok", f"torch has no bytecode of its own and Python may not write it beside "
-                 f"{package}: evaluation processes keep theirs in {prefix} ({held} files; the first run fills it)")
+    if prefix is not None:
+        held = sum(1 for _ in Path(prefix).rglob("*.pyc")) if Path(prefix).is_dir() else 0
+        detail = (f"torch has no bytecode of its own and Python may not write it beside {package}: evaluation "
+                  f"processes keep theirs in {prefix} ({held} files; the first run fills it)")
+    else:
+        detail = {"no package": "torch is not installed: nothing to compile",
+                  "beside": f"{package}: torch's modules load compiled (bytecode beside them)",
+                  "written beside": f"{package}: Python writes torch's bytecode beside it on first use",
+                  "user prefix": f"bytecode under the prefix PYTHONPYCACHEPREFIX={os.environ.get('PYTHONPYCACHEPREFIX')}",
+                  }[source]
+    return Check("python_bytecode", "ok", detail)
 
 
 def run_checks() -> list[Check]:

@@ -115,15 +115,29 @@ def bytecode_cache_prefix(env: dict[str, str], package: Path | None = None,
     would make Python ignore it), where the user chose a prefix, or with
     ``SOL_EXECBENCH_BYTECODE_CACHE=0``. ``package``: the package to look at (default torch);
     ``dont_write``: whether Python may not write bytecode (default: ``PYTHONDONTWRITEBYTECODE``)."""
-    if env.get(BYTECODE_CACHE_ENV) == "0" or env.get("PYTHONPYCACHEPREFIX"):
-        return None
+    return bytecode_source(env, package, dont_write)[1]
+
+
+def bytecode_source(env: dict[str, str], package: Path | None = None,
+                    dont_write: bool | None = None) -> tuple[str, str | None]:
+    """Where ``package``'s modules load their bytecode from, and the tool's cache folder where that
+    is the answer (else None): ``"no package"``, ``"beside"`` (kept beside the sources),
+    ``"written beside"`` (Python writes it there on first use), ``"user prefix"``
+    (``PYTHONPYCACHEPREFIX``), ``"off"`` (none: ``SOL_EXECBENCH_BYTECODE_CACHE=0``, compiled each
+    time) or ``"cache"``. Arguments as for ``bytecode_cache_prefix``."""
     package = package or torch_dir()
-    if package is None or bytecode_kept_beside(package / "__init__.py"):
-        return None
+    if package is None:
+        return "no package", None
+    if bytecode_kept_beside(package / "__init__.py"):
+        return "beside", None
     dont_write = bool(env.get("PYTHONDONTWRITEBYTECODE")) if dont_write is None else dont_write
     if os.access(package, os.W_OK) and not dont_write:
-        return None  # Python writes it beside the sources on first use
-    return str(cache_root() / "pycache")
+        return "written beside", None
+    if env.get("PYTHONPYCACHEPREFIX"):
+        return "user prefix", None
+    if env.get(BYTECODE_CACHE_ENV) == "0":
+        return "off", None
+    return "cache", str(cache_root() / "pycache")
 
 
 def bytecode_kept_beside(source: Path) -> bool:
