@@ -1,10 +1,11 @@
 """Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision (of both sides, or of a lone host-set side) or round factor, which of
-its added device passes it would have run at another device precision, and whether the A/A targets
-(``benchmarks/aa.py``) would still hold.
+stopped at another precision (of both sides, of a lone host-set side, or of a side whose added
+rounds run alone) or round factor, which of its added device passes it would have run at another
+device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
+        [--alone-precision 0.025,0.05] [--factor 12,20] [--device-precision 0.005,0.01]
+        [--device-share 0.5,0.75] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
@@ -74,14 +75,15 @@ def _pass_rounds(record: TimingRounds) -> int:
 class Setting:
     """The stopping rules' constants to replay (``paired``'s names): ``precision``
     (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
-    (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``) and
-    ``device_share`` (``DEVICE_SHARE``)."""
+    (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``),
+    ``alone_precision`` (``ALONE_PRECISION``) and ``device_share`` (``DEVICE_SHARE``)."""
 
     precision: float = paired.SPEEDUP_PRECISION
     factor: int = paired.HOST_ROUNDS_FACTOR
     device_precision: float = paired.DEVICE_SPEEDUP_PRECISION
     lone_precision: float = paired.LONE_SIDE_PRECISION
     device_share: float = paired.DEVICE_SHARE
+    alone_precision: float = paired.ALONE_PRECISION
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
@@ -97,7 +99,8 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
     counts = {name: min(base, n) for name, n in recorded.items()}
     device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
     reference, solution = _cut(record, counts, device)
-    while paired.host_rounds_wanted(solution, reference, setting.precision, setting.lone_precision):
+    while paired.host_rounds_wanted(solution, reference, setting.precision, setting.lone_precision,
+                                     setting.alone_precision):
         names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
         if not names:
             break
@@ -151,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lone-precision", default=str(paired.LONE_SIDE_PRECISION),
                         help="comma-separated standard errors of the log speedup to stop at where only one side's "
                              "host time may set its latency")
+    parser.add_argument("--alone-precision", default=str(paired.ALONE_PRECISION),
+                        help="comma-separated standard errors of the log speedup to stop at where the added host "
+                             "rounds run for one side alone")
     parser.add_argument("--device-share", default=str(paired.DEVICE_SHARE),
                         help="comma-separated shares of the host rounds' standard error that the device rounds' "
                              "must reach for another device pass")
@@ -160,15 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share)
-                for p, f, d, lone, share in itertools.product(
+    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share,
+                        alone_precision=alone)
+                for p, f, d, lone, alone, share in itertools.product(
                     _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
-                    _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
+                    _numbers(args.lone_precision, float), _numbers(args.alone_precision, float),
+                    _numbers(args.device_share, float))]
     results = [evaluate(runs, setting) for setting in settings]
-    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
+    print(f"{'precision':>9s} {'lone':>6s} {'alone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
           f"{'host rounds':>11s} {'dev passes':>10s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['alone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
               f"{r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
               f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "

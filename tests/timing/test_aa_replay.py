@@ -63,33 +63,33 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
                list(0.15 + 0.03 * rng.standard_normal(300)))
     out = tmp_path / "replay.json"
     assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--lone-precision", "0.025,0.05",
-                           "--device-share", "0.6", "--out", str(out)]) == 0
+                           "--alone-precision", "0.04", "--device-share", "0.6", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "0.0125" in printed and "0.0300" in printed and "0.0500" in printed
     results = json.loads(out.read_text())["results"]
     assert [(r["precision"], r["factor"], r["lone_precision"]) for r in results] == [
         (0.0125, 12, 0.025), (0.0125, 12, 0.05), (0.03, 12, 0.025), (0.03, 12, 0.05)]
-    assert {r["device_share"] for r in results} == {0.6}
+    assert {r["device_share"] for r in results} == {0.6} and {r["alone_precision"] for r in results} == {0.04}
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
 
 
 def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds(tmp_path):
     """A device-set reference (its host time well below its device time) and a noisy host-set
     solution, 600 rounds recorded for both: the replay adds rounds to the solution alone, and stops
-    it at the lone side's precision, before all 600."""
+    it at the precision of a side whose rounds run alone, before all 600."""
     rng = np.random.default_rng(9)
     _write(tmp_path, "mixed", 1, 0.05, list(0.11 + 0.005 * rng.standard_normal(600)),
            list(0.20 + 0.04 * rng.standard_normal(600)))
     (record,) = aa_replay.load(tmp_path)["aa/mixed"]
     row = aa_replay.replay(record, Setting(0.0125, 12))
     solution_rounds = row["host_rounds"] - ROUNDS  # the reference keeps its 50
-    assert ROUNDS < solution_rounds < 600 and solution_rounds % ROUNDS == 0
-    # The lone side's precision, not the pair's, stops it: twice as loose, a third of the rounds here (100
-    # against 300); at the pair's precision it takes all 600 recorded.
-    looser = aa_replay.replay(record, Setting(0.0125, 12, lone_precision=2 * paired.LONE_SIDE_PRECISION))
-    assert ROUNDS <= looser["host_rounds"] - ROUNDS < solution_rounds / 2
-    tighter = aa_replay.replay(record, Setting(0.0125, 12, lone_precision=0.0125))
-    assert tighter["host_rounds"] - ROUNDS > solution_rounds
+    assert ROUNDS <= solution_rounds < 600 and solution_rounds % ROUNDS == 0
+    # That precision, not the lone side's or the pair's, stops it: at the lone side's, half as loose,
+    # more rounds; at the pair's it takes all 600 recorded.
+    lone = aa_replay.replay(record, Setting(0.0125, 12, alone_precision=paired.LONE_SIDE_PRECISION))
+    assert lone["host_rounds"] - ROUNDS > solution_rounds
+    tighter = aa_replay.replay(record, Setting(0.0125, 12, alone_precision=0.0125))
+    assert tighter["host_rounds"] - ROUNDS == 600 > lone["host_rounds"] - ROUNDS
 
 
 def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_an_added_device_pass():

@@ -40,10 +40,10 @@ def test_the_rule_keeps_device_time_for_a_launch_and_counts_host_work_beyond_it(
     assert side_latency_ms(None, 0.12, ALLOWANCE_MS) == 0.12  # the CPU: the host clock is the measurement
 
 
-def _measured_side(device_ms, host_ms, floor=0.004):
-    dev = DevicePass("device", {"solution": list(device_ms)}, {"solution": list(range(len(device_ms)))})
-    host = HostPass(floor, {"solution": [h + floor for h in host_ms]}, {"solution": list(range(len(host_ms)))})
-    return _side("solution", dev, host, ALLOWANCE_MS)
+def _measured_side(device_ms, host_ms, floor=0.004, name="solution"):
+    dev = DevicePass("device", {name: list(device_ms)}, {name: list(range(len(device_ms)))})
+    host = HostPass(floor, {name: [h + floor for h in host_ms]}, {name: list(range(len(host_ms)))})
+    return _side(name, dev, host, ALLOWANCE_MS)
 
 
 def test_a_sides_latency_is_continuous_across_the_host_device_crossover():
@@ -312,17 +312,24 @@ def test_a_host_time_below_the_device_time_by_more_than_its_margin_gets_no_added
     assert not paired.host_rounds_wanted(_measured_side([0.05] * 50, host), None)
 
 
-def test_a_lone_host_set_side_stops_at_the_lone_side_precision():
+def test_a_lone_host_set_side_stops_at_the_precision_of_how_its_rounds_run():
     """Where only one side's host time may set its latency, the speedup moves with that host's speed
-    between processes: its rounds stop at LONE_SIDE_PRECISION. Two host-set sides go on to
-    SPEEDUP_PRECISION."""
+    between processes: beside a partner whose host time is near its device time (both run the added
+    rounds) its rounds stop at LONE_SIDE_PRECISION; beside one far below (its rounds run alone) at
+    ALONE_PRECISION. Two host-set sides go on to SPEEDUP_PRECISION."""
     rng = np.random.default_rng(7)
-    one = _measured_side([0.03] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
-    other = _measured_side([0.03] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
-    device_set = _measured_side([0.2] * 400, list(0.145 + 0.015 * rng.standard_normal(400)))
-    lone = host_speedup_se(one.spans, device_set.spans, MARGIN)
-    assert paired.SPEEDUP_PRECISION < lone < paired.LONE_SIDE_PRECISION
-    assert not paired.host_rounds_wanted(one, device_set)
+    one = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)))  # ~45 us after the allowance
+    other = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)), name="reference")
+    # 45 us after the allowance, precise: above half of a 60 us device time (near), below half of 200 (far)
+    near = _measured_side([0.06] * 400, list(0.145 + 0.001 * rng.standard_normal(400)), name="reference")
+    far = _measured_side([0.2] * 400, list(0.145 + 0.001 * rng.standard_normal(400)), name="reference")
+    assert paired.extended_sides(one, near) == ["reference", "solution"]
+    assert paired.extended_sides(one, far) == ["solution"]
+    lone = host_speedup_se(one.spans, far.spans, MARGIN)
+    assert lone == pytest.approx(host_speedup_se(one.spans, near.spans, MARGIN))  # neither partner's host time counts
+    assert paired.LONE_SIDE_PRECISION < lone < paired.ALONE_PRECISION
+    assert not paired.host_rounds_wanted(one, far)
+    assert paired.host_rounds_wanted(one, near)
     assert host_speedup_se(one.spans, other.spans, MARGIN) > paired.SPEEDUP_PRECISION
     assert paired.host_rounds_wanted(one, other)
 
