@@ -89,3 +89,26 @@ def test_a_solution_that_kills_the_pool_gets_a_trace_and_no_warm_child_stays(tmp
     assert "warm pool" in traces["w1-64"]["log"] and "parent" in traces["w1-64"]["log"], traces["w1-64"]["log"]
     warm_cpu_pool.wait(timeout=10)
     assert poll_until(lambda: run_processes(pool_marker) == [], 5.0), run_processes(pool_marker)
+
+
+def test_worker_start_caches_the_hosts_environment_probe_while_the_pool_warms(tmp_path, monkeypatch):
+    """A host's first evaluation would otherwise wait for the probe at its end (torch's import and the
+    package hashes); after `worker start` the host's cache holds the hash an evaluation stamps."""
+    import shutil
+    import tempfile
+
+    from sol_execbench.envprobe.hashing import host_cached_environment_hash
+    from sol_execbench.evaluate.parent.warm_pool import stop_pool
+
+    runtime = tempfile.mkdtemp(prefix="sxw", dir="/tmp")  # Unix socket paths are limited to 107 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    cached = tmp_path / "cache" / "environment-hash.json"
+    try:
+        result = CliRunner().invoke(cli, ["worker", "start", "--device", "cpu", "--spares", "1", "--idle-timeout", "60"])
+        assert result.exit_code == 0 and "warm pool ready" in result.output, result.output
+        assert cached.exists()
+        assert f'"{host_cached_environment_hash()}"' in cached.read_text()
+    finally:
+        stop_pool("cpu")
+        shutil.rmtree(runtime, ignore_errors=True)

@@ -207,33 +207,16 @@ def _environment_facts(options, output: Path | None, err: Console) -> None:
     The hash is computed beside the evaluation: on a host's first run (or after a reboot or a
     package change) it probes the environment, torch's import included, which the child's start-up
     need not wait for. The traces are stamped with it as they arrive."""
-    from sol_execbench.envprobe.hashing import host_cached_environment_hash
+    from sol_execbench.envprobe.hashing import environment_hash_beside, host_cached_environment_hash
     from sol_execbench.envprobe.sidecar import sidecar_path, write_snapshot_sidecar
 
     if sidecar_path(output) is None:
-        options.env_hash = _beside(host_cached_environment_hash)
+        options.env_hash = environment_hash_beside()
         return
     options.env_hash = host_cached_environment_hash()  # the snapshot is probed here anyway
     written = write_snapshot_sidecar(output)
     if written:
         err.print(f"environment snapshot written to {written}", highlight=False)
-
-
-def _beside(compute):
-    """``compute()`` on a thread of its own, as a Future."""
-    import threading
-    from concurrent.futures import Future
-
-    future: Future = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(compute())
-        except BaseException as exc:  # noqa: BLE001  (the Future carries it to whoever waits)
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="environment-hash", daemon=True).start()
-    return future
 
 
 def _open_output(output: Path | None, inputs: list[Path], problem, err: Console):

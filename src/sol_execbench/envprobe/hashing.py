@@ -94,3 +94,22 @@ def host_cached_environment_hash() -> str | None:
         return value
     except Exception:  # a hash is a convenience; never fail an evaluation for it
         return None
+
+
+def environment_hash_beside() -> Any:
+    """``host_cached_environment_hash()`` on a thread of its own, as a ``concurrent.futures.Future``:
+    a host's first probe (after a reboot or a package change too) imports torch and hashes package
+    files, seconds that an evaluation's start-up, or a warm pool's, need not wait for."""
+    import threading
+    from concurrent.futures import Future
+
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(host_cached_environment_hash())
+        except BaseException as exc:  # noqa: BLE001  (the Future carries it to whoever waits)
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="environment-hash", daemon=True).start()
+    return future
