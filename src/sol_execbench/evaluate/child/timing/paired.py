@@ -36,7 +36,7 @@ LONE_SIDE_PRECISION = 0.025
 # ... and where the added rounds run for that side alone (its partner's host time is not near its
 # own device time, ``extended_sides``): nothing the two sides share cancels in their ratio, and the
 # latency such a side reads moves between processes by far more than any rounds within one can
-# narrow (the eager reference of the 14-workload RMSNorm problem: 32 to 188 us over eleven
+# narrow (the eager reference of the 14-workload RMSNorm problem: 32 to 189 us over eleven
 # processes on one H200). Replayed on 84 recorded evaluations of Triton solutions against that
 # eager reference, 5% used 7,878 host rounds against 16,380 at 2.5%, the median interval 13.7% of
 # the speedup wide against 11.3%, while each workload's speedups spread by 90% between the runs;
