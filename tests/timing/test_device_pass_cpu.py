@@ -484,8 +484,10 @@ def test_more_device_passes_run_after_the_host_pass_while_the_device_rounds_leav
 
 def test_added_device_passes_go_to_the_sides_whose_device_time_sets_their_latency(fake_gpu, monkeypatch):
     """A reference whose host time sets its latency (3 ms of host work a call beside 0.1 ms of
-    kernels) and a solution of 1.0 to 1.2 ms kernels at random: only the solution runs the added
-    device passes, and the interval draws each side's device rounds apart."""
+    kernels) and a solution of 0.5 to 1.5 ms kernels at random: only the solution runs the added
+    device passes, and the interval draws each side's device rounds apart. (Kernels that spread
+    this much leave the device rounds' error above the host rounds' however a loaded machine
+    stretches the reference's sleeps.)"""
     import random
 
     real, pick = activity.from_kineto, random.Random(4)
@@ -494,7 +496,7 @@ def test_added_device_passes_go_to_the_sides_whose_device_time_sets_their_latenc
         records = real(events)
         return records + [
             Activity("kernel", "k", r.start_ns + 500, r.start_ns + 500 + (
-                100_000 if r.end_ns - r.start_ns > 2_000_000 else pick.randrange(1_000_000, 1_200_000)),
+                100_000 if r.end_ns - r.start_ns > 2_000_000 else pick.randrange(500_000, 1_500_000)),
                 linked=r.correlation)
             for r in records if r.kind == "user_annotation" and r.name.startswith(CALL_RANGE + "#")]
 

@@ -316,7 +316,8 @@ def test_a_lone_host_set_side_stops_at_the_precision_of_how_its_rounds_run():
     """Where only one side's host time may set its latency, the speedup moves with that host's speed
     between processes: beside a partner whose host time is near its device time (both run the added
     rounds) its rounds stop at LONE_SIDE_PRECISION; beside one far below (its rounds run alone) at
-    ALONE_PRECISION. Two host-set sides go on to SPEEDUP_PRECISION."""
+    ALONE_PRECISION; without a reference at LONE_SIDE_PRECISION. Two host-set sides go on to
+    SPEEDUP_PRECISION."""
     rng = np.random.default_rng(7)
     one = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)))  # ~45 us after the allowance
     other = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)), name="reference")
@@ -330,6 +331,9 @@ def test_a_lone_host_set_side_stops_at_the_precision_of_how_its_rounds_run():
     assert paired.LONE_SIDE_PRECISION < lone < paired.ALONE_PRECISION
     assert not paired.host_rounds_wanted(one, far)
     assert paired.host_rounds_wanted(one, near)
+    # timed without a reference (the fidelity benchmark), its latency is the result: the lone precision
+    assert host_speedup_se(one.spans, None, MARGIN) == pytest.approx(lone)
+    assert paired.host_rounds_wanted(one, None)
     assert host_speedup_se(one.spans, other.spans, MARGIN) > paired.SPEEDUP_PRECISION
     assert paired.host_rounds_wanted(one, other)
 

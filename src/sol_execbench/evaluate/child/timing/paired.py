@@ -271,7 +271,9 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet
     known to ``precision`` (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values):
     where only one side's host time may set its latency, to ``lone_precision``, and where the added
-    rounds run for that side alone (``extended_sides``), to ``alone_precision``. The host time less
+    rounds run for that side alone beside a reference (``extended_sides``), to ``alone_precision``;
+    a side timed without one (``benchmarks/fidelity.py``, a reference that failed) keeps
+    ``lone_precision``: its latency is the result, not a ratio. The host time less
     the allowance is a difference of two larger numbers: where it sets the latency its noise is the host
     time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%),
     so it needs more rounds than a device time for the same precision; host rounds cost no
@@ -279,7 +281,7 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     if len(_host_set_sides(solution, reference)) == 2:
         return se > precision
-    alone = len(extended_sides(solution, reference)) == 1
+    alone = reference is not None and len(extended_sides(solution, reference)) == 1
     return se > max(precision, alone_precision if alone else lone_precision)
 
 
