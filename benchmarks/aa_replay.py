@@ -99,8 +99,8 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
     counts = {name: min(base, n) for name, n in recorded.items()}
     device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
     reference, solution = _cut(record, counts, device)
-    while paired.host_rounds_wanted(solution, reference, setting.precision, setting.lone_precision,
-                                     setting.alone_precision):
+    precision = paired.HostPrecision(setting.precision, setting.lone_precision, setting.alone_precision)
+    while paired.host_rounds_wanted(solution, reference, precision):
         names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
         if not names:
             break

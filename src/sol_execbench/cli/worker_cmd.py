@@ -45,7 +45,7 @@ def worker_start(device, spares, idle_timeout, wait) -> None:
     while wait and time.monotonic() < deadline:
         status = pool_status(device)
         if status and status.get("warm", 0) >= 1:
-            _settled(probe, deadline)
+            _wait_for_probe(probe, deadline)
             click.echo(f"warm pool ready (pid {status['pid']}, {status['warm']} warm process(es), "
                        f"exits after {idle_timeout:g} s idle)")
             return
@@ -55,7 +55,7 @@ def worker_start(device, spares, idle_timeout, wait) -> None:
     click.echo(f"warm pool starting (pid {proc.pid})")
 
 
-def _settled(probe, deadline: float) -> None:
+def _wait_for_probe(probe, deadline: float) -> None:
     """Wait for the environment probe until ``deadline``; it never fails the command (the next
     evaluation probes again if it did not finish)."""
     try:

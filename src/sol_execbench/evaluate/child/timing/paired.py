@@ -67,6 +67,18 @@ DEVICE_PASSES_MAX = 4
 DEVICE_EXTENSION_BUDGET_S = 0.5  # ... and no added pass begins this long after the first added one did
 
 
+@dataclass(frozen=True)
+class HostPrecision:
+    """Standard errors of the log speedup at which the added host rounds stop (``host_rounds_wanted``):
+    ``both`` where both sides' host times may set their latencies, ``lone`` where one side's may
+    (beside a partner whose rounds run with it, or without a reference), ``alone`` where that side
+    runs them alone beside a reference."""
+
+    both: float = SPEEDUP_PRECISION
+    lone: float = LONE_SIDE_PRECISION
+    alone: float = ALONE_PRECISION
+
+
 def rounds_per_pass(iterations: int, gpu: bool) -> int:
     """Rounds of each pass for ``iterations`` timed calls per side, as upstream counts them: on a GPU
     split over the device and the host pass, each an even number so that each side goes first as
@@ -265,24 +277,22 @@ def _pair(sides: tuple[SideCalls, ...], device: DevicePass | None, host: HostPas
 
 
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
-                       precision: float = SPEEDUP_PRECISION, lone_precision: float = LONE_SIDE_PRECISION,
-                       alone_precision: float = ALONE_PRECISION) -> bool:
+                       precision: HostPrecision = HostPrecision()) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance within
     ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet
     known to ``precision`` (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values):
-    where only one side's host time may set its latency, to ``lone_precision``, and where the added
-    rounds run for that side alone beside a reference (``extended_sides``), to ``alone_precision``;
-    a side timed without one (``benchmarks/fidelity.py``, a reference that failed) keeps
-    ``lone_precision``: its latency is the result, not a ratio. The host time less
-    the allowance is a difference of two larger numbers: where it sets the latency its noise is the host
-    time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%),
-    so it needs more rounds than a device time for the same precision; host rounds cost no
-    profiler."""
+    ``both`` where both sides' host times may set their latencies; where only one side's may,
+    ``alone`` if it runs the added rounds alone beside a reference (``extended_sides``), else
+    ``lone`` (a side timed without a reference, as ``benchmarks/fidelity.py`` times one, or after a
+    reference failed: its latency is the result, not a ratio). The host time less the allowance is a
+    difference of two larger numbers: where it sets the latency its noise is the host time's,
+    magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so it
+    needs more rounds than a device time for the same precision; host rounds cost no profiler."""
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     if len(_host_set_sides(solution, reference)) == 2:
-        return se > precision
+        return se > precision.both
     alone = reference is not None and len(extended_sides(solution, reference)) == 1
-    return se > max(precision, alone_precision if alone else lone_precision)
+    return se > max(precision.both, precision.alone if alone else precision.lone)
 
 
 def _sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[SideMeasurement]:
@@ -427,5 +437,5 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
         host_functions=device.host_functions if device is not None else 0)
 
 
-__all__ = ["CallKeeper", "PairedMeasurement", "SideCalls", "SideFailed", "SideMeasurement", "TimingPlan", "measure",
+__all__ = ["CallKeeper", "HostPrecision", "PairedMeasurement", "SideCalls", "SideFailed", "SideMeasurement", "TimingPlan", "measure",
            "resolve_method", "rounds_per_pass"]
