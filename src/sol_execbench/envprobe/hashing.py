@@ -10,10 +10,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .snapshot import cached_snapshot
 from .volatility import CONFIG, classify, flatten
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 HASH_LENGTH = 16
 
@@ -96,14 +99,14 @@ def host_cached_environment_hash() -> str | None:
         return None
 
 
-def environment_hash_beside() -> Any:
-    """``host_cached_environment_hash()`` on a thread of its own, as a ``concurrent.futures.Future``:
+def environment_hash_beside() -> Future[str | None]:
+    """``host_cached_environment_hash()`` on a thread of its own, as a Future:
     a host's first probe (after a reboot or a package change too) imports torch and hashes package
     files, seconds that an evaluation's start-up, or a warm pool's, need not wait for."""
     import threading
     from concurrent.futures import Future
 
-    future: Future = Future()
+    future: Future[str | None] = Future()
 
     def run() -> None:
         try:
