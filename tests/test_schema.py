@@ -116,7 +116,8 @@ def test_config_layers_merge_field_by_field(tmp_path: Path):
             defaults.seed, defaults.correctness_rounds) == (10, 50, False, True, 200, 10)
 
 
-@pytest.mark.parametrize("field,value", [("iterations", 0), ("warmup_runs", -1), ("correctness_rounds", 0)])
+@pytest.mark.parametrize("field,value", [("iterations", 0), ("warmup_runs", -1), ("correctness_rounds", 0),
+                                         ("cpu_budget_s", -1)])
 def test_config_bounds(tmp_path: Path, field: str, value: int):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({field: value}))

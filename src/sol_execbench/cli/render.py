@@ -7,6 +7,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from sol_execbench.evaluate.child.cpu_budget import CUT_WARNING
 from sol_execbench.schema import EvaluationStatus, Trace
 
 _STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow",
@@ -75,12 +76,17 @@ def _speedup(perf) -> str:
 
 
 def timing_line(traces: list[Trace]) -> str | None:
-    """One line when the times are the host clock's on the CPU, not a GPU measurement."""
+    """One line when the times are the host clock's on the CPU, not a GPU measurement, saying how
+    many workloads ran fewer rounds than configured to fit ``cpu_budget_s``."""
     methods = {t.evaluation.performance.solution_timing.method for t in traces
                if t.evaluation.performance is not None and t.evaluation.performance.solution_timing is not None}
-    if "cpu" in methods:
-        return "timed on the CPU by the host clock (no GPU visible): not a GPU measurement"
-    return None
+    if "cpu" not in methods:
+        return None
+    line = "timed on the CPU by the host clock (no GPU visible): not a GPU measurement"
+    cut = sum(any(w.startswith(CUT_WARNING) for w in t.evaluation.warnings) for t in traces)
+    if cut:
+        line += f"; {cut} workload(s) ran fewer rounds to fit cpu_budget_s (each trace's warnings give the counts)"
+    return line
 
 
 def summary_line(traces: list[Trace]) -> str:

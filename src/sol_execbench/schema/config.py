@@ -37,8 +37,9 @@ class BenchmarkConfig(SchemaModel):
     warmup_runs: int = Field(default=10, ge=0)
     """Untimed calls before the timed ones."""
     iterations: int = Field(default=50, gt=0)
-    """Timed rounds: per round each side (reference, solution) gets one call in the device pass and
-    one in the host pass; the trace reports the median round."""
+    """Timed calls per side. On a GPU they are split over the device pass and the host pass, each
+    an even number of rounds of one call per side (26 and 26 for 50); on the CPU the host pass runs
+    this many rounds."""
     lock_clocks: bool = False
     """Require locked GPU clocks: SOL_EXECBENCH_CLOCKS_LOCKED=1 and clocks measured under load within
     50 MHz of SOL_EXECBENCH_GPU_CLK_MHZ / SOL_EXECBENCH_DRAM_CLK_MHZ (else the device's preset);
@@ -49,5 +50,9 @@ class BenchmarkConfig(SchemaModel):
     """Seed for input generation."""
     correctness_rounds: int = Field(default=10, gt=0)
     """Rounds of fresh inputs checked against the reference before timing."""
+    cpu_budget_s: float = Field(default=30.0, ge=0)
+    """On the CPU (no GPU): how long a workload's correctness rounds may take (the first always
+    runs), and again its warm-up and timed calls, before their counts are cut (docs/timing.md). 0
+    runs every count. A GPU always runs every count."""
     timing: TimingConfig = Field(default_factory=TimingConfig)
     """Timing method; the trace's ``solution_timing.method``/``note`` say which ran and why."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -15,6 +16,7 @@ from sol_execbench.schema import (Correctness, DeviceRecord, Evaluation, Evaluat
 from .calls import (Context, FailureEvidence, Verdict, checked_solution_call, clone_values, compare_outputs,
                     reference_call, reference_non_finite, round_seed)
 from .correctness import RoundTally
+from .cpu_budget import correctness_budget_s, fitted_counts
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
@@ -43,8 +45,15 @@ def evaluate_workload(ctx: Context, workload: Workload) -> Trace:
     try:
         axes = ctx.definition.resolve_axes(workload.axes)
         blobs = load_blobs(ctx.definition, workload, blob_roots(ctx.staging_dir))
-        tally, inputs = _correctness_rounds(ctx, workload, blobs, axes)
+        tally, inputs, spans_s = _correctness_rounds(ctx, workload, blobs, axes)
         phase(f"  {workload.uuid}: {tally.rounds} correctness round(s)")
+        counts = fitted_counts(ctx.config, ctx.device.is_gpu, spans_s)
+        if (cut := counts.warning()) is not None:
+            warnings.append(cut)
+            # This workload's input bank, audits and timing plan all read ctx.config: a copy of the
+            # context carries the cut counts (what it makes on first use is made again: on the
+            # CPU, the flusher, which holds nothing there).
+            ctx = replace(ctx, config=counts.config)
         performance, notes = measure_workload(ctx, workload, blobs, inputs, axes, tally, warnings)
         return make_trace(ctx, workload, S.PASSED, "\n".join(notes), tally.result(), performance, warnings)
     except Verdict as v:
@@ -61,14 +70,22 @@ def evaluate_workload(ctx: Context, workload: Workload) -> Trace:
 
 
 def _correctness_rounds(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor],
-                        axes: dict[str, int]) -> tuple[RoundTally, list[Any]]:
+                        axes: dict[str, int]) -> tuple[RoundTally, list[Any], list[float]]:
+    """The rounds, the last round's inputs and each round's wall time (s); on the CPU they stop
+    once they have taken ``cpu_budget_s`` (``cpu_budget``)."""
     tally = RoundTally()
     inputs: list[Any] = []
+    spans_s: list[float] = []
+    budget_s = correctness_budget_s(ctx.config, ctx.device.is_gpu)
     for round_index in range(ctx.config.correctness_rounds):
+        began = time.perf_counter()
         inputs = _correctness_round(ctx, workload, blobs, axes, tally, round_index)
+        spans_s.append(time.perf_counter() - began)
         if round_index == 0:
             phase(f"  {workload.uuid}: first correctness round")
-    return tally, inputs
+        if budget_s is not None and sum(spans_s) >= budget_s:
+            break
+    return tally, inputs, spans_s
 
 
 def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.Tensor], axes: dict[str, int],
