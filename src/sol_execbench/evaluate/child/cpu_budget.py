@@ -20,8 +20,8 @@ MIN_TIMED_ROUNDS = 3  # an interval and a median need a few rounds; examples/cpu
 CUT_WARNING = "on the CPU the counts were cut to fit cpu_budget_s"  # how the trace's warning opens
 
 
-def correctness_budget_s(config: BenchmarkConfig, is_gpu: bool) -> float | None:
-    """How long a workload's correctness rounds may go on (None: every configured round)."""
+def budget_in_effect_s(config: BenchmarkConfig, is_gpu: bool) -> float | None:
+    """``cpu_budget_s`` where it applies: on the CPU, unless 0 (None: every configured count runs)."""
     return config.cpu_budget_s if not is_gpu and config.cpu_budget_s > 0 else None
 
 
@@ -57,7 +57,7 @@ def fitted_counts(config: BenchmarkConfig, is_gpu: bool, round_spans_s: list[flo
     has) would take longer than the budget at the rounds' median pace, both scaled down by the same
     factor."""
     rounds = len(round_spans_s)
-    budget = correctness_budget_s(config, is_gpu)
+    budget = budget_in_effect_s(config, is_gpu)
     if budget is None or not round_spans_s:
         return FittedCounts(config, rounds, config)
     pace_s = statistics.median(round_spans_s)

@@ -16,7 +16,7 @@ from sol_execbench.schema import (Correctness, DeviceRecord, Evaluation, Evaluat
 from .calls import (Context, FailureEvidence, Verdict, checked_solution_call, clone_values, compare_outputs,
                     reference_call, reference_non_finite, round_seed)
 from .correctness import RoundTally
-from .cpu_budget import correctness_budget_s, fitted_counts
+from .cpu_budget import budget_in_effect_s, fitted_counts
 from .failure_dump import dump_failure
 from .inputs import InputError, blob_roots, load_blobs, make_inputs, seed_all
 from .measure import measure_workload
@@ -76,7 +76,7 @@ def _correctness_rounds(ctx: Context, workload: Workload, blobs: dict[str, torch
     tally = RoundTally()
     inputs: list[Any] = []
     spans_s: list[float] = []
-    budget_s = correctness_budget_s(ctx.config, ctx.device.is_gpu)
+    budget_s = budget_in_effect_s(ctx.config, ctx.device.is_gpu)
     for round_index in range(ctx.config.correctness_rounds):
         began = time.perf_counter()
         inputs = _correctness_round(ctx, workload, blobs, axes, tally, round_index)
