@@ -7,8 +7,8 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from sol_execbench.evaluate.child.cpu_budget import CUT_WARNING
 from sol_execbench.schema import EvaluationStatus, Trace
+from sol_execbench.schema.config import CPU_BUDGET_WARNING
 
 _STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow",
                  EvaluationStatus.REWARD_HACK: "bold red"}
@@ -83,7 +83,7 @@ def timing_line(traces: list[Trace]) -> str | None:
     if "cpu" not in methods:
         return None
     line = "timed on the CPU by the host clock (no GPU visible): not a GPU measurement"
-    cut = sum(any(w.startswith(CUT_WARNING) for w in t.evaluation.warnings) for t in traces)
+    cut = sum(any(w.startswith(CPU_BUDGET_WARNING) for w in t.evaluation.warnings) for t in traces)
     if cut:
         line += f"; {cut} workload(s) ran fewer rounds to fit cpu_budget_s (each trace's warnings give the counts)"
     return line

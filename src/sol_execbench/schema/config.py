@@ -10,8 +10,9 @@ from .base import SchemaModel
 from .timing_rule import LAUNCH_ALLOWANCE_US
 
 TimingMethodName = Literal["auto", "device", "events", "cpu"]
-
-
+# How a trace's warning opens where a workload's counts were cut to ``cpu_budget_s`` (the rest of
+# the line gives the counts); the command's table counts such workloads by it.
+CPU_BUDGET_WARNING = "on the CPU the counts were cut to fit cpu_budget_s"
 
 
 class TimingConfig(SchemaModel):

@@ -15,9 +15,9 @@ import statistics
 from dataclasses import dataclass
 
 from sol_execbench.schema import BenchmarkConfig
+from sol_execbench.schema.config import CPU_BUDGET_WARNING
 
 MIN_TIMED_ROUNDS = 3  # an interval and a median need a few rounds; examples/cpu_config.json runs 3
-CUT_WARNING = "on the CPU the counts were cut to fit cpu_budget_s"  # how the trace's warning opens
 
 
 def budget_in_effect_s(config: BenchmarkConfig, is_gpu: bool) -> float | None:
@@ -45,7 +45,7 @@ class FittedCounts:
         if not self.cut:
             return None
         c, was = self.config, self.configured
-        return (f"{CUT_WARNING} ({was.cpu_budget_s:g} s) at this workload's pace: "
+        return (f"{CPU_BUDGET_WARNING} ({was.cpu_budget_s:g} s) at this workload's pace: "
                 f"{self.correctness_rounds} of {was.correctness_rounds} correctness round(s), "
                 f"{c.warmup_runs} of {was.warmup_runs} warm-up call(s) and {c.iterations} of {was.iterations} "
                 "timed call(s) per side (cpu_budget_s 0 runs every count)")
