@@ -1,17 +1,15 @@
 """Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision (of both sides, of a lone host-set side, or of a side whose added
-rounds run alone) or round factor, which of its added device passes it would have run at another
+stopped at another precision (of both sides, or of a lone host-set side) or round factor, which of its added device passes it would have run at another
 device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--alone-precision 0.025,0.05] [--factor 12,20] [--device-precision 0.005,0.01]
-        [--device-share 0.5,0.75] [--out replay.json]
+        [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
 are its runs. For each precision and factor, each file's host rounds are cut where the rule
-(``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to the sides
-``paired.extended_sides`` names) would have stopped; where it wants more rounds than were recorded,
+(``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to both sides)
+would have stopped; where it wants more rounds than were recorded,
 it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
 would do. Each added device pass that ran then stays while ``paired.device_rounds_wanted`` at the
 device precision asks for it, for the sides ``paired.device_extended_sides`` names (one that did
@@ -76,21 +74,20 @@ class Setting:
     """The stopping rules' constants to replay (``paired``'s names): ``precision``
     (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
     (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``),
-    ``alone_precision`` (``ALONE_PRECISION``) and ``device_share`` (``DEVICE_SHARE``)."""
+    and ``device_share`` (``DEVICE_SHARE``)."""
 
     precision: float = paired.SPEEDUP_PRECISION
     factor: int = paired.HOST_ROUNDS_FACTOR
     device_precision: float = paired.DEVICE_SPEEDUP_PRECISION
     lone_precision: float = paired.LONE_SIDE_PRECISION
     device_share: float = paired.DEVICE_SHARE
-    alone_precision: float = paired.ALONE_PRECISION
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
     """The record as the rules at ``setting`` would have left it: a row as ``aa.py`` makes one from
     a trace, the host rounds it used and the device passes it added. As in a run, each batch of
-    added host rounds goes to the sides ``paired.extended_sides`` names, judged on the first device
-    pass alone; then each added device pass that ran stays while ``paired.device_rounds_wanted`` at
+    added host rounds goes to both sides (until either has no more recorded), judged on the first
+    device pass alone; then each added device pass that ran stays while ``paired.device_rounds_wanted`` at
     the setting's device precision and share asks for it, for the sides
     ``paired.device_extended_sides`` names (one that did not run cannot be added)."""
     base = _pass_rounds(record)
@@ -99,13 +96,11 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
     counts = {name: min(base, n) for name, n in recorded.items()}
     device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
     reference, solution = _cut(record, counts, device)
-    precision = paired.HostPrecision(setting.precision, setting.lone_precision, setting.alone_precision)
+    precision = paired.HostPrecision(setting.precision, setting.lone_precision)
     while paired.host_rounds_wanted(solution, reference, precision):
-        names = [name for name in paired.extended_sides(solution, reference) if counts[name] < limit[name]]
-        if not names:
+        if any(counts[name] >= limit[name] for name in counts):
             break
-        for name in names:
-            counts[name] = min(counts[name] + base, limit[name])
+        counts = {name: min(n + base, limit[name]) for name, n in counts.items()}
         reference, solution = _cut(record, counts, device)
     device_recorded = {s.name: len(s.device_ms) for s in record.sides}
     added = 0
@@ -154,9 +149,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lone-precision", default=str(paired.LONE_SIDE_PRECISION),
                         help="comma-separated standard errors of the log speedup to stop at where only one side's "
                              "host time may set its latency")
-    parser.add_argument("--alone-precision", default=str(paired.ALONE_PRECISION),
-                        help="comma-separated standard errors of the log speedup to stop at where the added host "
-                             "rounds run for one side alone")
     parser.add_argument("--device-share", default=str(paired.DEVICE_SHARE),
                         help="comma-separated shares of the host rounds' standard error that the device rounds' "
                              "must reach for another device pass")
@@ -166,17 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share,
-                        alone_precision=alone)
-                for p, f, d, lone, alone, share in itertools.product(
+    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share)
+                for p, f, d, lone, share in itertools.product(
                     _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
-                    _numbers(args.lone_precision, float), _numbers(args.alone_precision, float),
-                    _numbers(args.device_share, float))]
+                    _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
     results = [evaluate(runs, setting) for setting in settings]
-    print(f"{'precision':>9s} {'lone':>6s} {'alone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
+    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
           f"{'host rounds':>11s} {'dev passes':>10s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['alone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
               f"{r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
               f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "

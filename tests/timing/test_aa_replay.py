@@ -11,7 +11,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import aa_replay  # noqa: E402
-from sol_execbench.evaluate.child.timing import paired  # noqa: E402
 from sol_execbench.schema import SideRounds, SpeedupInterval, TimingRounds  # noqa: E402
 
 Setting = aa_replay.Setting
@@ -63,33 +62,34 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
                list(0.15 + 0.03 * rng.standard_normal(300)))
     out = tmp_path / "replay.json"
     assert aa_replay.main([str(folder), "--precision", "0.0125,0.03", "--factor", "12", "--lone-precision", "0.025,0.05",
-                           "--alone-precision", "0.04", "--device-share", "0.6", "--out", str(out)]) == 0
+                           "--device-share", "0.6", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "0.0125" in printed and "0.0300" in printed and "0.0500" in printed
     results = json.loads(out.read_text())["results"]
     assert [(r["precision"], r["factor"], r["lone_precision"]) for r in results] == [
         (0.0125, 12, 0.025), (0.0125, 12, 0.05), (0.03, 12, 0.025), (0.03, 12, 0.05)]
-    assert {r["device_share"] for r in results} == {0.6} and {r["alone_precision"] for r in results} == {0.04}
+    assert {r["device_share"] for r in results} == {0.6}
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
 
 
-def test_only_the_side_whose_host_time_may_set_its_latency_gets_the_added_rounds(tmp_path):
+def test_a_host_set_side_beside_a_partner_far_below_gets_no_added_rounds(tmp_path):
     """A device-set reference (its host time well below its device time) and a noisy host-set
-    solution, 600 rounds recorded for both: the replay adds rounds to the solution alone, and stops
-    it at the precision of a side whose rounds run alone, before all 600."""
+    solution, 600 rounds recorded for both: the replay adds no rounds, at any precision; with a
+    reference whose host time is near its device time, both sides get them until the lone
+    precision is met."""
     rng = np.random.default_rng(9)
     _write(tmp_path, "mixed", 1, 0.05, list(0.11 + 0.005 * rng.standard_normal(600)),
            list(0.20 + 0.04 * rng.standard_normal(600)))
-    (record,) = aa_replay.load(tmp_path)["aa/mixed"]
-    row = aa_replay.replay(record, Setting(0.0125, 12))
-    solution_rounds = row["host_rounds"] - ROUNDS  # the reference keeps its 50
-    assert ROUNDS <= solution_rounds < 600 and solution_rounds % ROUNDS == 0
-    # That precision, not the lone side's or the pair's, stops it: at the lone side's, half as loose,
-    # more rounds; at the pair's it takes all 600 recorded.
-    lone = aa_replay.replay(record, Setting(0.0125, 12, alone_precision=paired.LONE_SIDE_PRECISION))
-    assert lone["host_rounds"] - ROUNDS > solution_rounds
-    tighter = aa_replay.replay(record, Setting(0.0125, 12, alone_precision=0.0125))
-    assert tighter["host_rounds"] - ROUNDS == 600 > lone["host_rounds"] - ROUNDS
+    _write(tmp_path, "near", 1, 0.05, list(0.13 + 0.005 * rng.standard_normal(600)),  # 30 us after the allowance
+           list(0.20 + 0.04 * rng.standard_normal(600)))
+    runs = aa_replay.load(tmp_path)
+    (mixed,), (near,) = runs["aa/mixed"], runs["aa/near"]
+    assert aa_replay.replay(mixed, Setting(0.0125, 12))["host_rounds"] == 2 * ROUNDS
+    assert aa_replay.replay(mixed, Setting(0.0125, 12, lone_precision=0.0125))["host_rounds"] == 2 * ROUNDS
+    paired_rounds = aa_replay.replay(near, Setting(0.0125, 12))["host_rounds"]
+    assert 2 * 2 * ROUNDS <= paired_rounds < 2 * 600 and paired_rounds % (2 * ROUNDS) == 0
+    # the lone precision, not the pair's, stops them: at the pair's they take all 600 recorded
+    assert aa_replay.replay(near, Setting(0.0125, 12, lone_precision=0.0125))["host_rounds"] == 2 * 600
 
 
 def test_the_batches_of_added_host_rounds_are_a_pass_s_rounds_also_after_an_added_device_pass():

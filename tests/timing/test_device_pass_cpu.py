@@ -18,7 +18,7 @@ from sol_execbench.evaluate.child.timing import (CallKeeper, FreshArgs, L2Flushe
 from sol_execbench.evaluate.child.timing.activity import Activity
 from sol_execbench.evaluate.child.timing.calls import CALL_RANGE, PROBE_RANGE, SETUP_RANGE
 from sol_execbench.evaluate.child.timing.profiled import DevicePass
-from sol_execbench.evaluate.child.timing.statistics import host_may_set, host_speedup_se
+from sol_execbench.evaluate.child.timing.statistics import host_may_set
 
 ROUNDS = 6
 ALLOWANCE_MS = 0.025
@@ -317,9 +317,8 @@ def test_a_recording_that_cannot_start_falls_back_to_events(fake_gpu, monkeypatc
 
 def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
     """A call that spends 3 ms on the host before launching 5 us of device work: its latency is its host
-    time less the allowance, on both passes' evidence; the reference's 5 us call keeps its device time."""
-    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
-    monkeypatch.setattr(paired, "HOST_EXTENSION_BUDGET_S", 30.0)  # a loaded host's sleeps vary: rounds, not time, end it
+    time less the allowance, on both passes' evidence; the reference's 1 ms call keeps its device time."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels({"reference": 1_000_000, "solution": 5_000}))
 
     def slow_host(x, y):
         time.sleep(0.003)
@@ -327,37 +326,38 @@ def test_host_work_beyond_the_allowance_sets_the_latency(fake_gpu, monkeypatch):
 
     m = _measure(fake_gpu, slow_host)
     assert m.solution.host_bound and m.solution.latency_ms >= 3.0 - ALLOWANCE_MS
-    # the host sets the solution's latency, and the reference's host time is far from its own device
-    # time: the solution ran the added rounds alone, until the speedup was known to ALONE_PRECISION,
-    # or to its cap of rounds
-    assert paired.extended_sides(m.solution, m.reference) == ["solution"]
-    se = host_speedup_se(m.solution.spans, m.reference.spans, paired.HOST_SET_MARGIN)
-    assert se <= paired.ALONE_PRECISION or len(m.solution.host_ms) == paired.HOST_ROUNDS_FACTOR * ROUNDS
-    assert len(m.solution.device_ms) == ROUNDS and not m.reference.host_bound
+    assert not m.reference.host_bound and m.reference.latency_ms == 1.0
+    # the reference's host time is far below its own device time: nothing the sides share would
+    # cancel in their ratio, so the solution's host time gets no added rounds, however imprecise
+    assert not paired.host_rounds_paired(m.solution, m.reference)
+    assert len(m.solution.host_ms) == len(m.reference.host_ms) == len(m.solution.device_ms) == ROUNDS
     assert m.speedup.verdict == "slower"
 
 
-def test_only_a_side_whose_host_time_may_set_its_latency_runs_the_added_host_rounds(fake_gpu, monkeypatch):
-    """A solution whose host work beyond the allowance varies call to call (0.2 to 1 ms) against a
-    reference of 5 ms device time: the host pass goes on for the solution alone; the reference keeps
-    its paired rounds, and the interval draws each side's host rounds on their own."""
-    monkeypatch.setattr(activity, "from_kineto", _with_kernels({"reference": 5_000_000, "solution": 5_000}))
-    delays = iter([0.0002, 0.001, 0.0004, 0.0008, 0.0003] * 200)
+def test_added_host_rounds_run_for_both_sides_each_batch_announced_to_the_audit_planner(fake_gpu, monkeypatch):
+    """Two sides whose host work beyond the allowance varies call to call (0.2 to 1 ms), 5 us of
+    device work each: the host pass goes on for both, round by round, and the solution's audit
+    planner hears of every batch before it runs; the interval pairs all the host rounds."""
+    monkeypatch.setattr(activity, "from_kineto", _with_kernels(5_000))
 
-    def uneven_host(x, y):
-        time.sleep(next(delays))
-        return x + y
+    def uneven_host(pattern):  # each side its own order: paired rounds differ, so their ratio stays imprecise
+        delays = iter(pattern * 400)
 
-    solution, reference = _sides(uneven_host)
+        def run(x, y):
+            time.sleep(next(delays))
+            return x + y
+        return run
+
+    solution, reference = _sides(uneven_host([0.0002, 0.001, 0.0004, 0.0008, 0.0003]),
+                                 uneven_host([0.0008, 0.0003, 0.001, 0.0002, 0.0004]))
     asked = []
     solution.audit_ahead = lambda count: asked.append(count) or CallKeeper(solution.fresh.calls_made)
     m = measure(solution, reference, TimingPlan(warmup=2, rounds=ROUNDS, device=fake_gpu, flusher=L2Flusher(fake_gpu),
                                                 allowance_ms=ALLOWANCE_MS))
-    assert m.solution.host_bound and not m.reference.host_bound
-    assert len(m.reference.host_ms) == ROUNDS < len(m.solution.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
-    # each batch of added rounds was announced to the solution's audit planner, and its keeper kept a call
+    assert m.solution.host_bound and m.reference.host_bound
+    assert ROUNDS < len(m.solution.host_ms) == len(m.reference.host_ms) <= paired.HOST_ROUNDS_FACTOR * ROUNDS
     assert sum(asked) == len(m.solution.host_ms) - ROUNDS and all(k.kept is not None for k in solution.keepers)
-    assert m.speedup.rounds == ROUNDS and m.speedup.low <= m.speedup.point <= m.speedup.high
+    assert m.speedup.rounds == len(m.solution.host_ms) and m.speedup.low <= m.speedup.point <= m.speedup.high
     assert m.speedup.point == pytest.approx(m.reference.latency_ms / m.solution.latency_ms)
 
 
@@ -369,15 +369,14 @@ def _rounds_of(name: str, device_ms: float, host_ms: list[float]) -> paired.Side
 def test_a_side_near_host_set_runs_the_added_host_rounds_with_its_host_set_partner():
     """Host load comes by stretches: a side whose host time less the allowance is at least half its
     device time runs the added rounds beside a partner whose host time may set its latency, so both
-    meet the same load; a side further below does not, and no side does where neither may be host-set."""
+    meet the same load; beside a side further below there are none, and none where neither may be host-set."""
     jitter = [0.001 * (k % 5) for k in range(2 * ROUNDS)]
     host_set = _rounds_of("solution", 0.030, [0.075 + j for j in jitter])  # 50 us after the allowance
     near = _rounds_of("reference", 0.036, [0.050 + j for j in jitter])  # 25 us: below 36, above 18
     far = _rounds_of("reference", 0.036, [0.035 + j for j in jitter])  # 10 us
     assert not host_may_set(near.spans, paired.HOST_SET_MARGIN)
-    assert paired.extended_sides(host_set, near) == ["reference", "solution"]
-    assert paired.extended_sides(host_set, far) == ["solution"]
-    assert paired.extended_sides(_rounds_of("solution", 0.036, [0.050 + j for j in jitter]), near) == []
+    assert paired.host_rounds_paired(host_set, near) and not paired.host_rounds_paired(host_set, far)
+    assert not paired.host_rounds_wanted(_rounds_of("solution", 0.036, [0.050 + j for j in jitter]), near)
 
 
 def test_the_host_pass_starts_after_untimed_rounds_on_the_warm_up_arguments(fake_gpu, monkeypatch):

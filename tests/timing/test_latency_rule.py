@@ -256,21 +256,18 @@ def test_the_speedup_s_host_standard_error_follows_the_spread_the_rounds_and_the
     assert host_speedup_se(_spans([0.03] * 50, spans), _spans([0.2] * 50, other), MARGIN) == pytest.approx(alone)
     assert host_speedup_se(_spans([0.2] * 50, spans), None, MARGIN) == 0.0
     assert host_speedup_se(_spans([0.03] * 50, [0.15] * 50), None, MARGIN) == 0.0
-    # sides of different round counts (one ran added rounds alone): their own errors, combined
-    longer = 0.15 + 0.02 * rng.standard_normal(1600)
-    assert host_speedup_se(_spans([0.03] * 50, longer), _spans([0.03] * 50, spans), MARGIN) == pytest.approx(
-        (alone ** 2 + host_speedup_se(_spans([0.03] * 50, longer), None, MARGIN) ** 2) ** 0.5)
 
 
-def test_the_interval_takes_sides_of_different_host_round_counts():
-    """The solution ran added host rounds alone (the reference's host time cannot set its latency):
-    the point is still the ratio of the latencies, and the interval brackets it."""
+def test_the_interval_pairs_host_rounds_and_refuses_sides_of_different_counts():
+    """Every host round is run by both sides (added rounds too): sides of different host round
+    counts cannot be paired, and the interval says so rather than drawing them apart."""
     rng = np.random.default_rng(5)
     ref = _spans([0.5 + 0.001 * (k % 3) for k in range(20)], list(0.3 + 0.02 * rng.standard_normal(20)))
     sol = _spans([0.01] * 20, list(0.2 + 0.02 * rng.standard_normal(200)))
-    interval = speedup_interval(ref, sol)
-    assert interval.point == pytest.approx(ref.latency_ms() / sol.latency_ms()) and interval.rounds == 20
-    assert interval.low < interval.point < interval.high and interval.verdict == "faster"
+    with pytest.raises(ValueError, match="same number"):
+        speedup_interval(ref, sol)
+    interval = speedup_interval(ref, _spans([0.01] * 20, sol.host[:20]))
+    assert interval.rounds == 20 and interval.low < interval.point < interval.high and interval.verdict == "faster"
 
 
 def test_host_rounds_go_on_until_the_speedup_is_precise_where_a_host_time_may_set_it():
@@ -312,28 +309,28 @@ def test_a_host_time_below_the_device_time_by_more_than_its_margin_gets_no_added
     assert not paired.host_rounds_wanted(_measured_side([0.05] * 50, host), None)
 
 
-def test_a_lone_host_set_side_stops_at_the_precision_of_how_its_rounds_run():
+def test_a_lone_host_set_side_gets_added_rounds_only_beside_a_partner_that_runs_them_too():
     """Where only one side's host time may set its latency, the speedup moves with that host's speed
     between processes: beside a partner whose host time is near its device time (both run the added
-    rounds) its rounds stop at LONE_SIDE_PRECISION; beside one far below (its rounds run alone) at
-    ALONE_PRECISION; without a reference at LONE_SIDE_PRECISION. Two host-set sides go on to
-    SPEEDUP_PRECISION."""
+    rounds) its rounds stop at LONE_SIDE_PRECISION, and so without a reference; beside one far below
+    it gets none, however imprecise. Two host-set sides go on to SPEEDUP_PRECISION."""
     rng = np.random.default_rng(7)
     one = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)))  # ~45 us after the allowance
     other = _measured_side([0.03] * 400, list(0.145 + 0.03 * rng.standard_normal(400)), name="reference")
     # 45 us after the allowance, precise: above half of a 60 us device time (near), below half of 200 (far)
     near = _measured_side([0.06] * 400, list(0.145 + 0.001 * rng.standard_normal(400)), name="reference")
     far = _measured_side([0.2] * 400, list(0.145 + 0.001 * rng.standard_normal(400)), name="reference")
-    assert paired.extended_sides(one, near) == ["reference", "solution"]
-    assert paired.extended_sides(one, far) == ["solution"]
+    assert paired.host_rounds_paired(one, near) and not paired.host_rounds_paired(one, far)
     lone = host_speedup_se(one.spans, far.spans, MARGIN)
     assert lone == pytest.approx(host_speedup_se(one.spans, near.spans, MARGIN))  # neither partner's host time counts
-    assert paired.LONE_SIDE_PRECISION < lone < paired.ALONE_PRECISION
+    assert lone > paired.LONE_SIDE_PRECISION
     assert not paired.host_rounds_wanted(one, far)
+    assert not paired.host_rounds_wanted(one, far, paired.HostPrecision(both=0.001, lone=0.001))
     assert paired.host_rounds_wanted(one, near)
+    assert not paired.host_rounds_wanted(one, near, paired.HostPrecision(lone=2 * lone))
     # timed without a reference (the fidelity benchmark), its latency is the result: the lone precision
     assert host_speedup_se(one.spans, None, MARGIN) == pytest.approx(lone)
-    assert paired.host_rounds_wanted(one, None)
+    assert paired.host_rounds_paired(one, None) and paired.host_rounds_wanted(one, None)
     assert host_speedup_se(one.spans, other.spans, MARGIN) > paired.SPEEDUP_PRECISION
     assert paired.host_rounds_wanted(one, other)
 

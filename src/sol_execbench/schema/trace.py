@@ -108,7 +108,7 @@ class SpeedupInterval(SchemaModel):
     verdict: str
     """``faster`` (the whole interval above 1), ``slower`` (below 1) or ``parity``."""
     rounds: int
-    """Paired rounds the bootstrap resampled (a side that may be host-set can run more host rounds alone)."""
+    """Host rounds the bootstrap resampled, each run by both sides."""
 
 
 class SideRounds(SchemaModel):

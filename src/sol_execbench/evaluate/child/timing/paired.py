@@ -30,20 +30,21 @@ INSTRUMENTS = ("device", "events", "cpu")
 # (see host_rounds_wanted, _more_host_rounds).
 HOST_SET_MARGIN = 3.0  # host time less the allowance within this many of its standard errors of the device time
 SPEEDUP_PRECISION = 0.0125  # until the log speedup's standard error from host rounds is this
-# ... where only one side's host time may set its latency: that host time moves by 10 to 50% between
-# processes (one eager RMSNorm: 118, 104, 157 us), which no number of rounds within one removes.
+# ... where only one side's host time may set its latency and its partner runs the added rounds
+# with it (``host_rounds_paired``), or a side is timed without a reference (its latency is the result,
+# not a ratio): that host time moves by 10 to 50% between processes (one eager RMSNorm: 118, 104,
+# 157 us), which no number of rounds within one removes.
 LONE_SIDE_PRECISION = 0.025
-# ... and where the added rounds run for that side alone (its partner's host time is not near its
-# own device time, ``extended_sides``): nothing the two sides share cancels in their ratio, and the
-# latency such a side reads moves between processes by far more than any rounds within one can
-# narrow (the eager reference of the 14-workload RMSNorm problem: 32 to 189 us over eleven
-# processes on one H200). Replayed on 84 recorded evaluations of Triton solutions against that
-# eager reference, 5% used 7,878 host rounds against 16,380 at 2.5%, the median interval 13.7% of
-# the speedup wide against 11.3%, while each workload's speedups spread by 90% between the runs;
-# on every recorded A/A set it changed nothing (benchmarks/aa_replay.py --alone-precision).
-ALONE_PRECISION = 0.05
-# ... and the added rounds also go to a side whose host time less the allowance is at least this
-# share of its device time (extended_sides).
+# A host-set side whose partner's host time is far from its own device time gets no added rounds:
+# nothing the two sides share cancels in their ratio, and the latency such a side reads moves
+# between processes by far more than rounds within one can narrow (the eager reference of the
+# 14-workload RMSNorm problem: 32 to 189 us over eleven processes on one H200). Replayed on 84
+# recorded evaluations of Triton solutions against that reference, stopping its rounds at a
+# standard error of 5% used 7,878 host rounds and 1 added device pass, none 4,368 and 0; the median
+# interval 13.7% and 15.5% of the speedup wide, each run's interval holding 43% and 45% of the other
+# runs' speedups; on every recorded A/A set it changed no target (benchmarks/aa_replay.py).
+# A partner is near where its host time less the allowance is at least this share of its device
+# time: it runs the added rounds beside the host-set side (host_rounds_paired).
 HOST_NEAR_FRACTION = 0.5
 HOST_ROUNDS_FACTOR = 24  # at most this many times the rounds of a pass in all
 HOST_EXTENSION_BUDGET_S = 1.0  # and at most this long for the added rounds
@@ -71,12 +72,10 @@ DEVICE_EXTENSION_BUDGET_S = 0.5  # ... and no added pass begins this long after 
 class HostPrecision:
     """Standard errors of the log speedup at which the added host rounds stop (``host_rounds_wanted``):
     ``both`` where both sides' host times may set their latencies, ``lone`` where one side's may
-    (beside a partner whose rounds run with it, or without a reference), ``alone`` where that side
-    runs them alone beside a reference."""
+    (beside a partner whose rounds run with it, or without a reference)."""
 
     both: float = SPEEDUP_PRECISION
     lone: float = LONE_SIDE_PRECISION
-    alone: float = ALONE_PRECISION
 
 
 def rounds_per_pass(iterations: int, gpu: bool) -> int:
@@ -279,20 +278,18 @@ def _pair(sides: tuple[SideCalls, ...], device: DevicePass | None, host: HostPas
 def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | None,
                        precision: HostPrecision = HostPrecision()) -> bool:
     """Whether a side's host time may set its latency (host time less the allowance within
-    ``HOST_SET_MARGIN`` standard errors of its device time, or above it) and the speedup is not yet
-    known to ``precision`` (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values):
-    ``both`` where both sides' host times may set their latencies; where only one side's may,
-    ``alone`` if it runs the added rounds alone beside a reference (``extended_sides``), else
-    ``lone`` (a side timed without a reference, as ``benchmarks/fidelity.py`` times one, or after a
-    reference failed: its latency is the result, not a ratio). The host time less the allowance is a
-    difference of two larger numbers: where it sets the latency its noise is the host time's,
-    magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so it
-    needs more rounds than a device time for the same precision; host rounds cost no profiler."""
+    ``HOST_SET_MARGIN`` standard errors of its device time, or above it), the added rounds would
+    run for every side (``host_rounds_paired``) and the speedup is not yet known to ``precision``
+    (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values): ``both`` where both
+    sides' host times may set their latencies, else ``lone``. The host time less the allowance is
+    a difference of two larger numbers: where it sets the latency its noise is the host time's,
+    magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so
+    it needs more rounds than a device time for the same precision; host rounds cost no profiler."""
+    setting = _host_set_sides(solution, reference)
+    if not setting or not host_rounds_paired(solution, reference):
+        return False
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
-    if len(_host_set_sides(solution, reference)) == 2:
-        return se > precision.both
-    alone = reference is not None and len(extended_sides(solution, reference)) == 1
-    return se > max(precision.both, precision.alone if alone else precision.lone)
+    return se > (precision.both if len(setting) == 2 else max(precision.both, precision.lone))
 
 
 def _sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[SideMeasurement]:
@@ -303,17 +300,15 @@ def _host_set_sides(solution: SideMeasurement, reference: SideMeasurement | None
     return [s.name for s in _sides(solution, reference) if host_may_set(s.spans, HOST_SET_MARGIN)]
 
 
-def extended_sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[str]:
-    """The sides that run the added host rounds: those whose host time may set their latency, and
-    with them a side whose host time less the allowance is at least ``HOST_NEAR_FRACTION`` of its
-    device time. Host load comes and goes by stretches: measured alone, one side's host time would
-    meet load its partner never saw, though a partner this near would have been host-set under it
-    too (docs/validation.md). A side further below cannot move the speedup, so rounds of it would
-    only cost time."""
+def host_rounds_paired(solution: SideMeasurement, reference: SideMeasurement | None) -> bool:
+    """Whether added host rounds would run for every side: a side timed without a reference, or
+    two sides each of whose host time may set its latency or, less the allowance, is at least
+    ``HOST_NEAR_FRACTION`` of its device time. Host load comes and goes by stretches: measured
+    alone, one side's host time would meet load its partner never saw, though a partner this near
+    would have been host-set under it too (docs/validation.md). Beside a partner further below, a
+    host-set side gets no added rounds (``LONE_SIDE_PRECISION``'s comment says why)."""
     setting = _host_set_sides(solution, reference)
-    if not setting:
-        return []
-    return [s.name for s in _sides(solution, reference) if s.name in setting or _host_near(s)]
+    return all(s.name in setting or _host_near(s) for s in _sides(solution, reference))
 
 
 def _host_near(side: SideMeasurement) -> bool:
@@ -416,7 +411,7 @@ def measure(solution: SideCalls, reference: SideCalls | None, plan: TimingPlan) 
             if not more:
                 break
             batch = batch.opened_by_the_other_side()
-            host_pass(_announced(batch, extended_sides(sol, ref), more), into=host)
+            host_pass(_announced(batch, [s.name for s in batch.sides], more), into=host)
             added += more
         if added:
             phase(f"    host pass: {added} more round(s)")

@@ -176,18 +176,17 @@ def _host_influence(side: SideSpans, margin: float) -> np.ndarray | None:
 
 def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: float) -> float:
     """Standard error of the log speedup that the host rounds leave (0 where neither side's host
-    time can set its latency, see ``_host_influence``). Paired where both sides ran the same rounds:
-    round k of the reference less round k of the solution, so what a round shared (host load,
-    clocks) cancels where both sides are set by the host. Otherwise (no reference, or one side ran
-    more rounds) each side's own error, combined."""
+    time can set its latency, see ``_host_influence``). Paired where both sides' host times may set
+    their latencies: round k of the reference less round k of the solution, so what a round shared
+    (host load, clocks) cancels. Otherwise the one side's own error."""
     sides = [x for x in (_host_influence(solution, margin),
                          _host_influence(reference, margin) if reference is not None else None) if x is not None]
     if not sides:
         return 0.0
-    if len(sides) == 2 and len(sides[0]) == len(sides[1]):
+    if len(sides) == 2:
         paired = sides[1] - sides[0]
         return float(paired.std(ddof=1) / len(paired) ** 0.5)
-    return float(sum(x.var(ddof=1) / len(x) for x in sides) ** 0.5)
+    return float(sides[0].std(ddof=1) / len(sides[0]) ** 0.5)
 
 
 def device_sets_latency(side: SideSpans) -> bool:
@@ -260,24 +259,20 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
     both sides keep what each round shared (clock, heat, load), and an offset of each side's device
     time (``DEVICE_OFFSET``) and of its host time (``HOST_OFFSET``), each moving a latency only
     where its time sets it."""
-    if not reference.host or not solution.host:
-        raise ValueError("the interval needs host times of both sides")
+    if not reference.host or len(reference.host) != len(solution.host):
+        raise ValueError("the interval pairs host rounds: both sides need the same number of them")
     sol_latency = solution.latency_ms()
     point = reference.latency_ms() / sol_latency if sol_latency > 0 else 0.0
-    rounds = min(len(reference.host), len(solution.host))
+    rounds = len(solution.host)
     if rounds < 2:
         return SpeedupInterval(point, point, point, confidence, rounds)
     rng = np.random.default_rng(_BOOTSTRAP_SEED)
     solution_device_picks, reference_device_picks = _device_picks(rng, [solution, reference], resamples)
-    host_picks = _host_picks(rng, len(solution.host), resamples)
-    # A side that ran more host rounds (the only one whose host time could set its latency) draws
-    # its own: its added rounds have no partner to pair with.
-    reference_picks = host_picks if len(reference.host) == len(solution.host) else \
-        _host_picks(rng, len(reference.host), resamples)
+    host_picks = _host_picks(rng, rounds, resamples)
     spread = np.array([DEVICE_OFFSET, HOST_OFFSET])[None, :, None]
     offsets = np.exp(spread * rng.standard_normal((2, 2, resamples)))  # side, (device, host), resample
     sol = _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0])
-    ratios = _resampled_latencies(reference, reference_device_picks, reference_picks, offsets[1]) / \
+    ratios = _resampled_latencies(reference, reference_device_picks, host_picks, offsets[1]) / \
         np.where(sol > 0, sol, np.nan)
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
