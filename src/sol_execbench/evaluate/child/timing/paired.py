@@ -286,7 +286,7 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so
     it needs more rounds than a device time for the same precision; host rounds cost no profiler."""
     setting = _host_set_sides(solution, reference)
-    if not setting or not host_rounds_paired(solution, reference):
+    if not setting or not _every_side_runs_them(solution, reference, setting):
         return False
     se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
     return se > (precision.both if len(setting) == 2 else max(precision.both, precision.lone))
@@ -307,7 +307,11 @@ def host_rounds_paired(solution: SideMeasurement, reference: SideMeasurement | N
     alone, one side's host time would meet load its partner never saw, though a partner this near
     would have been host-set under it too (docs/validation.md). Beside a partner further below, a
     host-set side gets no added rounds (``LONE_SIDE_PRECISION``'s comment says why)."""
-    setting = _host_set_sides(solution, reference)
+    return _every_side_runs_them(solution, reference, _host_set_sides(solution, reference))
+
+
+def _every_side_runs_them(solution: SideMeasurement, reference: SideMeasurement | None, setting: list[str]) -> bool:
+    """``host_rounds_paired`` given the sides whose host time may set their latency (``setting``)."""
     return all(s.name in setting or _host_near(s) for s in _sides(solution, reference))
 
 
