@@ -1,9 +1,10 @@
 """Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision (of both sides, or of a lone host-set side) or round factor, which of its added device passes it would have run at another
+stopped at another precision (of both sides, or of a lone host-set side), host shift between processes
+or round factor, which of its added device passes it would have run at another
 device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
+        [--process-shift 0,0.2] [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
 
 ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
 and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
@@ -74,13 +75,14 @@ class Setting:
     """The stopping rules' constants to replay (``paired``'s names): ``precision``
     (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
     (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``),
-    and ``device_share`` (``DEVICE_SHARE``)."""
+    ``device_share`` (``DEVICE_SHARE``) and ``process_shift`` (``PROCESS_HOST_SHIFT``)."""
 
     precision: float = paired.SPEEDUP_PRECISION
     factor: int = paired.HOST_ROUNDS_FACTOR
     device_precision: float = paired.DEVICE_SPEEDUP_PRECISION
     lone_precision: float = paired.LONE_SIDE_PRECISION
     device_share: float = paired.DEVICE_SHARE
+    process_shift: float = paired.PROCESS_HOST_SHIFT
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
@@ -96,7 +98,7 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
     counts = {name: min(base, n) for name, n in recorded.items()}
     device = {s.name: min(base, len(s.device_ms)) for s in record.sides}
     reference, solution = _cut(record, counts, device)
-    precision = paired.HostPrecision(setting.precision, setting.lone_precision)
+    precision = paired.HostPrecision(setting.precision, setting.lone_precision, setting.process_shift)
     while paired.host_rounds_wanted(solution, reference, precision):
         if any(counts[name] >= limit[name] for name in counts):
             break
@@ -152,21 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device-share", default=str(paired.DEVICE_SHARE),
                         help="comma-separated shares of the host rounds' standard error that the device rounds' "
                              "must reach for another device pass")
+    parser.add_argument("--process-shift", default=str(paired.PROCESS_HOST_SHIFT),
+                        help="comma-separated shifts of every host time between processes (log) below whose effect "
+                             "on the speedup the host rounds stop")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
-    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share)
-                for p, f, d, lone, share in itertools.product(
+    settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share,
+                        process_shift=shift)
+                for p, f, d, lone, share, shift in itertools.product(
                     _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
-                    _numbers(args.lone_precision, float), _numbers(args.device_share, float))]
+                    _numbers(args.lone_precision, float), _numbers(args.device_share, float),
+                    _numbers(args.process_shift, float))]
     results = [evaluate(runs, setting) for setting in settings]
-    print(f"{'precision':>9s} {'lone':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} {'intervals':>10s} "
+    print(f"{'precision':>9s} {'lone':>6s} {'shift':>5s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} "
+          f"{'intervals':>10s} "
           f"{'host rounds':>11s} {'dev passes':>10s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['factor']:6d} {r['device_precision']:7.4f} "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['process_shift']:5.2f} {r['factor']:6d} {r['device_precision']:7.4f} "
               f"{r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
               f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "

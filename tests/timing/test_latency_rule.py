@@ -335,6 +335,46 @@ def test_a_lone_host_set_side_gets_added_rounds_only_beside_a_partner_that_runs_
     assert paired.host_rounds_wanted(one, other)
 
 
+def test_a_sides_response_to_its_host_time_is_what_its_latency_follows():
+    """d log latency / d log host time over host times within the margin: 0 where the device time
+    sets the latency, host / (host - allowance) where the host time does, both where the margin
+    reaches across; 1 without a device time."""
+    steady = [0.2 + 1e-4 * (k % 3 - 1) for k in range(60)]  # 200 us, known to well under 1 us
+    assert statistics.host_response(_measured_side([0.15] * 60, steady).spans, MARGIN) == ((0.0, 0.0),)
+    (low, high), = statistics.host_response(_measured_side([0.01] * 60, steady).spans, MARGIN)
+    assert low < 2.0 < high and high - low < 0.01  # 200 / (200 - 100)
+    near = statistics.host_response(_measured_side([0.1] * 60, steady).spans, MARGIN)  # 200 - 100 = the device time
+    assert near[0] == (0.0, 0.0) and near[1][1] == pytest.approx(2.0)  # (allowance + device) / device
+    assert statistics.host_response(_measured_side([None] * 60, steady).spans, MARGIN) == ((1.0, 1.0),)
+
+
+def test_two_host_set_sides_that_follow_the_host_unequally_stop_their_rounds_at_what_a_process_shift_moves():
+    """An eager reference at a host time of 291 us and a Triton solution at 146 us, both host-set:
+    a shift of every host time between processes moves the speedup by 1.7 times the shift (1.5 and
+    3.2 times for the sides), so their rounds stop at a third of PROCESS_HOST_SHIFT times that, not
+    at SPEEDUP_PRECISION. Identical sides follow the shift alike and go on to SPEEDUP_PRECISION."""
+    rng = np.random.default_rng(11)
+    shared = 0.03 * rng.standard_normal(52)  # host load both sides of a round meet
+
+    def side(host, device, name, scale):
+        return _measured_side([device] * 52, list(host + scale * shared + 0.006 * rng.standard_normal(52)), name=name)
+
+    reference, solution = side(0.291, 0.034, "reference", 2.0), side(0.146, 0.0034, "solution", 1.0)
+    gap = statistics.host_response_gap(solution.spans, reference.spans, MARGIN)
+    assert 1.0 < gap < 1.8
+    se = host_speedup_se(solution.spans, reference.spans, MARGIN)
+    assert paired.SPEEDUP_PRECISION < se < paired.SHIFT_SE_SHARE * paired.PROCESS_HOST_SHIFT * gap
+    assert not paired.host_rounds_wanted(solution, reference)
+    assert paired.host_rounds_wanted(solution, reference, paired.HostPrecision(process_shift=0.0))
+    twin = side(0.146, 0.0034, "reference", 1.0)
+    assert statistics.host_response_gap(solution.spans, twin.spans, MARGIN) == 0.0
+    assert host_speedup_se(solution.spans, twin.spans, MARGIN) > paired.SPEEDUP_PRECISION
+    assert paired.host_rounds_wanted(solution, twin)
+    # a side whose host time cannot set its latency claims no gap (the lone and far rules decide)
+    device_set = side(0.146, 0.2, "reference", 1.0)
+    assert statistics.host_response_gap(solution.spans, device_set.spans, MARGIN) == 0.0
+
+
 def _measured_pair(ref_device, sol_device, host_ms, floor=0.004):
     names = ("reference", "solution")
     dev = DevicePass("device", {"reference": list(ref_device), "solution": list(sol_device)},

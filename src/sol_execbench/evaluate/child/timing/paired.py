@@ -17,7 +17,7 @@ from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import Cooldown, DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
 from .statistics import (SideSpans, SpeedupInterval, Summary, device_sets_latency, device_speedup_se, host_may_set,
-                         host_speedup_se, host_time_ms, speedup_interval, summarize)
+                         host_response_gap, host_speedup_se, host_time_ms, speedup_interval, summarize)
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -35,6 +35,19 @@ SPEEDUP_PRECISION = 0.0125  # until the log speedup's standard error from host r
 # not a ratio): that host time moves by 10 to 50% between processes (one eager RMSNorm: 118, 104,
 # 157 us), which no number of rounds within one removes.
 LONE_SIDE_PRECISION = 0.025
+# ... and never below a third of what a shift of every host time by PROCESS_HOST_SHIFT (log) moves
+# the log speedup by (``host_response_gap``). Between warm-pool processes on one H200 a side's log
+# host time spread by a median of 0.2 (68 sides of RMSNorm-family problems, three to six processes
+# each), the log ratio of two sides' host times by less (0.07 and 0.13 in the two sets). Where the
+# sides' latencies follow such a shift unequally (host-set at host times of 291 and 146 us, an eager
+# reference and a Triton solution follow it 1.5 and 3.2 times) the speedup moves with it, which no
+# rounds within one process narrow; rounds' error under a third of that adds under 6% to the
+# speedup's spread between processes. Replayed on 27 recorded evaluations of Triton solutions
+# against the eager nemotron and olmo3 references (H200): host rounds 13,676 -> 6,500, the median
+# interval 25% -> 33% of the speedup wide. Identical sides follow the shift alike: every recorded
+# A/A set the same.
+PROCESS_HOST_SHIFT = 0.2
+SHIFT_SE_SHARE = 1 / 3
 # A host-set side whose partner's host time is far from its own device time gets no added rounds:
 # nothing the two sides share cancels in their ratio, and the latency such a side reads moves
 # between processes by far more than rounds within one can narrow (the eager reference of the
@@ -72,10 +85,18 @@ DEVICE_EXTENSION_BUDGET_S = 0.5  # ... and no added pass begins this long after 
 class HostPrecision:
     """Standard errors of the log speedup at which the added host rounds stop (``host_rounds_wanted``):
     ``both`` where both sides' host times may set their latencies, ``lone`` where one side's may
-    (beside a partner whose rounds run with it, or without a reference)."""
+    (beside a partner whose rounds run with it, or without a reference); and the shift of every host
+    time between processes (``process_shift``, log) whose effect on the speedup bounds them from below."""
 
     both: float = SPEEDUP_PRECISION
     lone: float = LONE_SIDE_PRECISION
+    process_shift: float = PROCESS_HOST_SHIFT
+
+    def wanted_se(self, host_set_sides: int, response_gap: float) -> float:
+        """The standard error to stop at, for this many host-set sides whose latencies follow a shift
+        of the host times ``response_gap`` apart (``host_response_gap``)."""
+        floor = SHIFT_SE_SHARE * self.process_shift * response_gap
+        return max(self.both if host_set_sides == 2 else max(self.both, self.lone), floor)
 
 
 def rounds_per_pass(iterations: int, gpu: bool) -> int:
@@ -281,15 +302,17 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     ``HOST_SET_MARGIN`` standard errors of its device time, or above it), the added rounds would
     run for every side (``host_rounds_paired``) and the speedup is not yet known to ``precision``
     (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values): ``both`` where both
-    sides' host times may set their latencies, else ``lone``. The host time less the allowance is
-    a difference of two larger numbers: where it sets the latency its noise is the host time's,
+    sides' host times may set their latencies, else ``lone``; never below a third of what a shift of
+    the host times between processes moves the speedup by (``PROCESS_HOST_SHIFT``). The host time
+    less the allowance is a difference of two larger numbers: where it sets the latency its noise is the host time's,
     magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so
     it needs more rounds than a device time for the same precision; host rounds cost no profiler."""
     setting = _host_set_sides(solution, reference)
     if not setting or not _every_side_runs_them(solution, reference, setting):
         return False
-    se = host_speedup_se(solution.spans, reference.spans if reference is not None else None, HOST_SET_MARGIN)
-    return se > (precision.both if len(setting) == 2 else max(precision.both, precision.lone))
+    ref = reference.spans if reference is not None else None
+    gap = host_response_gap(solution.spans, ref, HOST_SET_MARGIN) if ref is not None else 0.0
+    return host_speedup_se(solution.spans, ref, HOST_SET_MARGIN) > precision.wanted_se(len(setting), gap)
 
 
 def _sides(solution: SideMeasurement, reference: SideMeasurement | None) -> list[SideMeasurement]:

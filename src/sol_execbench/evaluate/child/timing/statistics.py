@@ -189,6 +189,37 @@ def host_speedup_se(solution: SideSpans, reference: SideSpans | None, margin: fl
     return float(sides[0].std(ddof=1) / len(sides[0]) ** 0.5)
 
 
+def host_response(side: SideSpans, margin: float) -> tuple[tuple[float, float], ...]:
+    """How far the side's latency follows a change of its host time: the values d log latency / d log
+    host time takes over host times within ``margin`` standard errors of its own, as ranges. Where
+    the host time less the allowance exceeds the device time, the host time over the latency
+    (falling from (allowance + device) / device just above it towards 1); elsewhere 0 (the device
+    time does not follow the host). Without a device time the latency is the host time itself: 1."""
+    device = side.device_time_ms()
+    if device is None or len(side.host) < 2:
+        return ((1.0, 1.0),) if device is None else ((0.0, 0.0),)
+    host, reach, allowance = host_time_ms(side.host), margin * host_time_se_ms(side.host), side.allowance_ms
+    high, low = host + reach, max(host - reach, 0.0)
+    if high - allowance <= device:
+        return ((0.0, 0.0),)
+    crosses = low - allowance <= device  # the margin reaches below the device time
+    host_set_part = (high / (high - allowance), (allowance + device) / device if crosses else low / (low - allowance))
+    return ((0.0, 0.0), host_set_part) if crosses else (host_set_part,)
+
+
+def host_response_gap(solution: SideSpans, reference: SideSpans, margin: float) -> float:
+    """The least difference between the two sides' ``host_response`` values: a shift of every host
+    time by a factor k moves the log speedup by at least this times log k. 0 where either side's
+    host time cannot set its latency within the margin: identical sides, one read as host-set and
+    the other as device-set through a stretch of host load, must not look apart (A/A rounds
+    recorded on an H200); where one side is host-set beside one far from it, ``paired`` gives the
+    host-set side no added rounds anyway."""
+    ranges = host_response(solution, margin), host_response(reference, margin)
+    if any(r == ((0.0, 0.0),) for r in ranges):
+        return 0.0
+    return min(max(0.0, a_low - b_high, b_low - a_high) for a_low, a_high in ranges[0] for b_low, b_high in ranges[1])
+
+
 def device_sets_latency(side: SideSpans) -> bool:
     """Whether the side's device time sets its latency (it has one, and its host time less the
     allowance is not above it)."""
