@@ -346,6 +346,8 @@ def test_a_sides_response_to_its_host_time_is_what_its_latency_follows():
     near = statistics.host_response(_measured_side([0.1] * 60, steady).spans, MARGIN)  # 200 - 100 = the device time
     assert near[0] == (0.0, 0.0) and near[1][1] == pytest.approx(2.0)  # (allowance + device) / device
     assert statistics.host_response(_measured_side([None] * 60, steady).spans, MARGIN) == ((1.0, 1.0),)
+    at_allowance = [ALLOWANCE_MS + 1e-4 * (k % 3 - 1) for k in range(60)]  # a device time of 0: no division by it
+    assert statistics.host_response(_measured_side([0.0] * 60, at_allowance).spans, MARGIN)[1][1] == float("inf")
 
 
 def test_two_host_set_sides_that_follow_the_host_unequally_stop_their_rounds_at_what_a_process_shift_moves():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics as _stats
 from dataclasses import dataclass
 
@@ -203,7 +204,8 @@ def host_response(side: SideSpans, margin: float) -> tuple[tuple[float, float], 
     if high - allowance <= device:
         return ((0.0, 0.0),)
     crosses = low - allowance <= device  # the margin reaches below the device time
-    host_set_part = (high / (high - allowance), (allowance + device) / device if crosses else low / (low - allowance))
+    steepest = (allowance + device) / device if device > 0 else math.inf
+    host_set_part = (high / (high - allowance), steepest if crosses else low / (low - allowance))
     return ((0.0, 0.0), host_set_part) if crosses else (host_set_part,)
 
 
