@@ -1,22 +1,27 @@
-"""Replay the stopping rules on recorded A/A rounds: where each evaluation's host rounds would have
-stopped at another precision (of both sides, or of a lone host-set side), host shift between processes
-or round factor, which of its added device passes it would have run at another
-device precision, and whether the A/A targets (``benchmarks/aa.py``) would still hold.
+"""Replay the stopping rules on recorded rounds: where each evaluation's host rounds would have
+stopped at another precision (of both sides, or of a lone host-set side), host shift between
+processes or round factor, which of its added device passes it would have run at another device
+precision, and what that does to the A/A targets (``benchmarks/aa.py``) and to the intervals.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--process-shift 0,0.2] [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75] [--out replay.json]
+        [--process-shift 0,0.2] [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75]
+        [--only nemotron,olmo] [--out replay.json]
 
-ROUNDS_DIR holds the files an A/A run wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload
-and process, ``scripts/device/aa_rounds.sh``); the files of one workload from different processes
-are its runs. For each precision and factor, each file's host rounds are cut where the rule
+ROUNDS_DIR holds the files runs wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload and
+process: an A/A run's, ``scripts/device/aa_rounds.sh``, or any evaluations of a solution against its
+reference); the files of one workload from different processes are its runs. For each precision and
+factor, each file's host rounds are cut where the rule
 (``paired.host_rounds_wanted``, in batches of the device pass's rounds, each batch to both sides)
 would have stopped; where it wants more rounds than were recorded,
 it gets those recorded, so replaying a precision tighter than the run's own overstates how well it
 would do. Each added device pass that ran then stays while ``paired.device_rounds_wanted`` at the
 device precision asks for it, for the sides ``paired.device_extended_sides`` names (one that did
 not run cannot be added). The speedup, its interval and the latency then come from the package's
-own statistics, and each workload is judged as ``aa.py`` judges it. Prints a table (per setting: workloads meeting every
-target, intervals containing 1.00, host rounds and added device passes used); writes JSON; exit 0.
+own statistics, and each workload is judged as ``aa.py`` judges it. Prints a table (per setting:
+workloads meeting every A/A target, intervals containing 1.00, host rounds and added device passes
+used, the median interval's width as a share of its speedup, and how often a run's interval holds
+the other runs' speedups); writes JSON; exit 0. For a solution against its reference only the last
+three say something: its true speedup is not 1.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -121,7 +127,8 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
 
 
 def evaluate(runs: dict[str, list[TimingRounds]], setting: Setting) -> dict[str, Any]:
-    """Every workload replayed at one setting, and the A/A targets over them."""
+    """Every workload replayed at one setting: the A/A targets over them, and how wide the intervals
+    are and how well each run's interval holds the other runs' speedups (``interval_spread``)."""
     workloads = {key: [replay(r, setting) for r in records] for key, records in runs.items()}
     verdicts = {key: judge(rows) for key, rows in workloads.items()}
     covered = sum(v.get("covered", 0) for v in verdicts.values())
@@ -131,7 +138,28 @@ def evaluate(runs: dict[str, list[TimingRounds]], setting: Setting) -> dict[str,
             "intervals_containing_one": covered, "workload_runs": total,
             "host_rounds": sum(row["host_rounds"] for rows in workloads.values() for row in rows),
             "added_device_passes": sum(row["added_device_passes"] for rows in workloads.values() for row in rows),
+            **interval_spread(list(workloads.values())),
             "missed": sorted(key for key, v in verdicts.items() if not v["ok"])}
+
+
+def interval_spread(workloads: list[list[dict[str, Any]]]) -> dict[str, float | None]:
+    """Over replayed runs grouped by workload: the median and 90th percentile of each interval's
+    width as a share of its speedup; the share of (run, other run of the same workload) pairs whose
+    interval holds the other run's speedup; the median over workloads of their speedups' spread
+    (largest less smallest, over the median). None where no run or no workload of two runs."""
+    widths = sorted((row["high"] - row["low"]) / row["speedup"] for rows in workloads for row in rows if row["speedup"])
+    repeated = [rows for rows in workloads if len(rows) >= 2]
+    pairs = [(a, b) for rows in repeated for a in rows for b in rows if a is not b]
+    spreads = [(max(r["speedup"] for r in rows) - min(r["speedup"] for r in rows)) / statistics.median(r["speedup"] for r in rows)
+               for rows in repeated]
+    return {"interval_width_median": statistics.median(widths) if widths else None,
+            "interval_width_p90": widths[int(0.9 * len(widths))] if widths else None,
+            "rerun_coverage": sum(a["low"] <= b["speedup"] <= a["high"] for a, b in pairs) / len(pairs) if pairs else None,
+            "speedup_spread_median": statistics.median(spreads) if spreads else None}
+
+
+def _share(value: float | None) -> str:
+    return f"{100 * value:5.1f}%" if value is not None else f"{'-':>6s}"
 
 
 def _numbers(text: str, kind: type) -> list[Any]:
@@ -157,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-shift", default=str(paired.PROCESS_HOST_SHIFT),
                         help="comma-separated shifts of every host time between processes (log) below whose effect "
                              "on the speedup the host rounds stop")
+    parser.add_argument("--only", help="comma-separated parts of 'definition/workload' to keep")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     runs = load(args.rounds_dir)
+    if args.only:
+        runs = {key: records for key, records in runs.items() if any(part in key for part in args.only.split(","))}
     if not runs:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
@@ -171,13 +202,13 @@ def main(argv: list[str] | None = None) -> int:
                     _numbers(args.process_shift, float))]
     results = [evaluate(runs, setting) for setting in settings]
     print(f"{'precision':>9s} {'lone':>6s} {'shift':>5s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} "
-          f"{'intervals':>10s} "
-          f"{'host rounds':>11s} {'dev passes':>10s}  missed")
+          f"{'intervals':>10s} {'host rounds':>11s} {'dev passes':>10s} {'width':>6s} {'p90':>6s} {'rerun':>6s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['process_shift']:5.2f} {r['factor']:6d} {r['device_precision']:7.4f} "
-              f"{r['device_share']:5.2f} "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['process_shift']:5.2f} {r['factor']:6d} "
+              f"{r['device_precision']:7.4f} {r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
-              f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d}  "
+              f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d} "
+              f"{_share(r['interval_width_median'])} {_share(r['interval_width_p90'])} {_share(r['rerun_coverage'])}  "
               f"{', '.join(k.split('/')[-1][:12] for k in r['missed'])}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -69,6 +70,9 @@ def test_the_command_prints_a_row_per_setting_and_writes_json(tmp_path, capsys):
     assert [(r["precision"], r["factor"], r["lone_precision"]) for r in results] == [
         (0.0125, 12, 0.025), (0.0125, 12, 0.05), (0.03, 12, 0.025), (0.03, 12, 0.05)]
     assert {r["device_share"] for r in results} == {0.6}
+    assert all(0 < r["interval_width_median"] <= r["interval_width_p90"] and 0 <= r["rerun_coverage"] <= 1
+               for r in results)
+    assert aa_replay.main([str(folder), "--only", "no-such-workload"]) == 2
     assert aa_replay.main([str(tmp_path / "empty")]) == 2
 
 
@@ -125,3 +129,18 @@ def test_a_looser_device_precision_drops_added_device_passes_that_a_run_made(tmp
     first_only = aa_replay._cut(record, {"reference": ROUNDS, "solution": ROUNDS}, {"reference": ROUNDS, "solution": ROUNDS})
     assert aa_replay.replay(record, Setting(0.0125, 12, 0.05))["latency_ms"] == first_only[1].latency_ms
     assert aa_replay.replay(record, Setting(0.0125, 12, 0.005))["latency_ms"] != first_only[1].latency_ms
+
+
+def test_interval_spread_counts_how_often_a_runs_interval_holds_the_other_runs_speedups():
+    def run(speedup, low, high):
+        return {"speedup": speedup, "low": low, "high": high}
+
+    # the first run's interval holds both others' speedups, each other one's only the first's: 4 of 6
+    steady = [run(1.0, 0.9, 1.1), run(1.05, 1.0, 1.1), run(0.95, 0.9, 1.0)]
+    lone = [run(2.0, 1.0, 3.0)]  # a workload of one run counts for the widths only
+    spread = aa_replay.interval_spread([steady, lone])
+    assert spread["rerun_coverage"] == 4 / 6
+    assert spread["interval_width_median"] == pytest.approx((0.1 / 0.95 + 0.2) / 2)  # widths 0.2, 0.095, 0.105, 1.0
+    assert spread["interval_width_p90"] == 1.0
+    assert spread["speedup_spread_median"] == (1.05 - 0.95) / 1.0
+    assert aa_replay.interval_spread([lone])["rerun_coverage"] is None
