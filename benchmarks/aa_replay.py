@@ -4,7 +4,7 @@ processes or round factor, which of its added device passes it would have run at
 precision, and what that does to the A/A targets (``benchmarks/aa.py``) and to the intervals.
 
     python benchmarks/aa_replay.py ROUNDS_DIR [--precision 0.0125,0.02] [--lone-precision 0.025,0.05]
-        [--process-shift 0,0.2] [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75]
+        [--process-shift 0,0.2] [--interval-shift 0,0.2] [--factor 12,20] [--device-precision 0.005,0.01] [--device-share 0.5,0.75]
         [--only nemotron,olmo] [--out replay.json]
 
 ROUNDS_DIR holds the files runs wrote with ``SOL_EXECBENCH_TIMING_ROUNDS`` (one per workload and
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from aa import judge  # noqa: E402
 from sol_execbench.evaluate.child.timing import paired  # noqa: E402
-from sol_execbench.evaluate.child.timing.statistics import speedup_interval  # noqa: E402
+from sol_execbench.evaluate.child.timing.statistics import PROCESS_HOST_SHIFT, speedup_interval  # noqa: E402
 from sol_execbench.schema import TimingRounds  # noqa: E402
 
 
@@ -81,7 +81,8 @@ class Setting:
     """The stopping rules' constants to replay (``paired``'s names): ``precision``
     (``SPEEDUP_PRECISION``), ``factor`` (``HOST_ROUNDS_FACTOR``), ``device_precision``
     (``DEVICE_SPEEDUP_PRECISION``), ``lone_precision`` (``LONE_SIDE_PRECISION``),
-    ``device_share`` (``DEVICE_SHARE``) and ``process_shift`` (``PROCESS_HOST_SHIFT``)."""
+    ``device_share`` (``DEVICE_SHARE``) and ``process_shift`` (``PROCESS_HOST_SHIFT``, for the stop);
+    ``interval_shift``: the host shift between processes the interval carries (``PROCESS_HOST_SHIFT``)."""
 
     precision: float = paired.SPEEDUP_PRECISION
     factor: int = paired.HOST_ROUNDS_FACTOR
@@ -89,6 +90,7 @@ class Setting:
     lone_precision: float = paired.LONE_SIDE_PRECISION
     device_share: float = paired.DEVICE_SHARE
     process_shift: float = paired.PROCESS_HOST_SHIFT
+    interval_shift: float = PROCESS_HOST_SHIFT
 
 
 def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def replay(record: TimingRounds, setting: Setting) -> dict[str, Any]:
             device[name] = min(device[name] + base, device_recorded[name])
         added += 1
         reference, solution = _cut(record, counts, device)
-    interval = speedup_interval(reference.spans, solution.spans)
+    interval = speedup_interval(reference.spans, solution.spans, process_shift=setting.interval_shift)
     return {"status": "PASSED", "speedup": interval.point, "low": interval.low, "high": interval.high,
             "latency_ms": solution.latency_ms, "host_bound": solution.host_bound,
             "host_rounds": len(reference.host_ms) + len(solution.host_ms), "added_device_passes": added}
@@ -185,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-shift", default=str(paired.PROCESS_HOST_SHIFT),
                         help="comma-separated shifts of every host time between processes (log) below whose effect "
                              "on the speedup the host rounds stop")
+    parser.add_argument("--interval-shift", default=str(PROCESS_HOST_SHIFT),
+                        help="comma-separated shifts of both sides' host times between processes (log) that the "
+                             "interval carries")
     parser.add_argument("--only", help="comma-separated parts of 'definition/workload' to keep")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
@@ -195,16 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.rounds_dir}: no timing-rounds files with both sides", file=sys.stderr)
         return 2
     settings = [Setting(precision=p, factor=f, device_precision=d, lone_precision=lone, device_share=share,
-                        process_shift=shift)
-                for p, f, d, lone, share, shift in itertools.product(
+                        process_shift=shift, interval_shift=interval_shift)
+                for p, f, d, lone, share, shift, interval_shift in itertools.product(
                     _numbers(args.precision, float), _numbers(args.factor, int), _numbers(args.device_precision, float),
                     _numbers(args.lone_precision, float), _numbers(args.device_share, float),
-                    _numbers(args.process_shift, float))]
+                    _numbers(args.process_shift, float), _numbers(args.interval_shift, float))]
     results = [evaluate(runs, setting) for setting in settings]
-    print(f"{'precision':>9s} {'lone':>6s} {'shift':>5s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} "
+    print(f"{'precision':>9s} {'lone':>6s} {'shift':>5s} {'ishift':>6s} {'factor':>6s} {'device':>7s} {'share':>5s} {'targets met':>12s} "
           f"{'intervals':>10s} {'host rounds':>11s} {'dev passes':>10s} {'width':>6s} {'p90':>6s} {'rerun':>6s}  missed")
     for r in results:
-        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['process_shift']:5.2f} {r['factor']:6d} "
+        print(f"{r['precision']:9.4f} {r['lone_precision']:6.4f} {r['process_shift']:5.2f} {r['interval_shift']:6.2f} "
+              f"{r['factor']:6d} "
               f"{r['device_precision']:7.4f} {r['device_share']:5.2f} "
               f"{r['meeting_every_target']:5d} of {r['workloads']:<3d} {r['intervals_containing_one']:4d}/"
               f"{r['workload_runs']:<5d} {r['host_rounds']:11d} {r['added_device_passes']:10d} "

@@ -133,6 +133,25 @@ def test_the_interval_allows_for_an_offset_between_the_sides_host_times():
     assert device_set.high == pytest.approx(expected, rel=0.003)
 
 
+def test_the_interval_allows_for_a_shift_of_both_sides_host_times_between_processes():
+    """A host-set eager reference (300 us of host time: 200 us of latency) against a device-set
+    solution (40 us): in a process whose host runs 20% slower or faster the reference reads 260 or
+    140 us, the speedup 6.5 or 3.5 instead of 5; the interval holds both, where rounds alone
+    (``process_shift=0``) hold neither. Identical sides follow the shift alike (the same interval),
+    and so do sides whose latency is their host time (the CPU)."""
+    reference, solution = _spans([0.02] * 50, [0.3] * 50), _spans([0.04] * 50, [0.1] * 50)
+    shifted, rounds_only = speedup_interval(reference, solution), speedup_interval(reference, solution, process_shift=0.0)
+    assert shifted.point == rounds_only.point == pytest.approx(5.0)
+    assert shifted.low < 3.5 and shifted.high > 6.5 and shifted.verdict == "faster"
+    assert 3.5 < rounds_only.low and rounds_only.high < 6.5
+    twins = _spans([0.02] * 50, [0.15 + 0.01 * (k % 5) for k in range(50)])
+    assert speedup_interval(twins, twins) == speedup_interval(twins, twins, process_shift=0.0)
+    cpu_ref, cpu_sol = _spans([None] * 50, [0.3 + 0.01 * (k % 3) for k in range(50)]), _spans([None] * 50, [0.2] * 50)
+    on_cpu = speedup_interval(cpu_ref, cpu_sol)
+    assert (on_cpu.low, on_cpu.high) == pytest.approx((speedup_interval(cpu_ref, cpu_sol, process_shift=0.0).low,
+                                                       speedup_interval(cpu_ref, cpu_sol, process_shift=0.0).high))
+
+
 def test_the_interval_draws_host_rounds_in_runs_where_there_are_many():
     """Host rounds are resampled as runs of consecutive rounds (HOST_BLOCKS of them): a stretch of
     load that slowed one side's calls for many rounds in a row moves the interval as one stretch,

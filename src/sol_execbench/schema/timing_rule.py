@@ -30,5 +30,7 @@ RULE = (
     "The speedup is the ratio of the two latencies; its confidence interval is a bootstrap over the paired rounds "
     "of both passes (many host rounds drawn as runs of consecutive rounds) that also draws an offset of each "
     "side's device time and of its host time (0.5% standard deviation each, the offsets identical code shows "
-    "within one process), and the verdict is faster or slower only when the whole interval lies above or below 1."
+    "within one process) and a shift of both sides' host times together (20% standard deviation, how far host "
+    "times move between processes), and the verdict is faster or slower only when the whole interval lies above "
+    "or below 1."
 )

@@ -100,7 +100,8 @@ class TimingStats(SchemaModel):
 
 
 class SpeedupInterval(SchemaModel):
-    """The speedup's confidence interval from paired rounds (reference and solution alternating)."""
+    """The speedup's confidence interval from paired rounds (reference and solution alternating),
+    allowing for a shift of both sides' host times as between processes (docs/timing.md)."""
 
     low: float
     high: float

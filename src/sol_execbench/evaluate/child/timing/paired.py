@@ -16,8 +16,8 @@ from .arguments import private_copy
 from .calls import CallKeeper, MethodUnavailable, SideCalls, synchronize
 from .profiled import Cooldown, DevicePass, PassPlan, events_pass, profiler_pass
 from .rule import LAUNCH_ALLOWANCE_US, host_set, side_latency_ms
-from .statistics import (SideSpans, SpeedupInterval, Summary, device_sets_latency, device_speedup_se, host_may_set,
-                         host_response_gap, host_speedup_se, host_time_ms, speedup_interval, summarize)
+from .statistics import (PROCESS_HOST_SHIFT, SideSpans, SpeedupInterval, Summary, device_sets_latency, device_speedup_se,
+                         host_may_set, host_response_gap, host_speedup_se, host_time_ms, speedup_interval, summarize)
 from .unprofiled import HostPass, host_pass
 
 WARMUP_MIN_S = 0.1  # GPU: warm-up goes on until the device was busy this long (clocks rise over ms)
@@ -35,18 +35,15 @@ SPEEDUP_PRECISION = 0.0125  # until the log speedup's standard error from host r
 # not a ratio): that host time moves by 10 to 50% between processes (one eager RMSNorm: 118, 104,
 # 157 us), which no number of rounds within one removes.
 LONE_SIDE_PRECISION = 0.025
-# ... and never below a third of what a shift of every host time by PROCESS_HOST_SHIFT (log) moves
-# the log speedup by (``host_response_gap``). Between warm-pool processes on one H200 a side's log
-# host time spread by a median of 0.2 (68 sides of RMSNorm-family problems, three to six processes
-# each), the log ratio of two sides' host times by less (0.07 and 0.13 in the two sets). Where the
-# sides' latencies follow such a shift unequally (host-set at host times of 291 and 146 us, an eager
-# reference and a Triton solution follow it 1.5 and 3.2 times) the speedup moves with it, which no
-# rounds within one process narrow; rounds' error under a third of that adds under 6% to the
-# speedup's spread between processes. Replayed on 27 recorded evaluations of Triton solutions
+# ... and never below a third of what a shift of every host time by PROCESS_HOST_SHIFT (log, the
+# spread of host times between processes; statistics.py) moves the log speedup by
+# (``host_response_gap``): the interval carries that move, and rounds' error under a third of it
+# adds under 6% to it. Where the sides' latencies follow such a shift unequally (host-set at host
+# times of 291 and 146 us, an eager reference and a Triton solution follow it 1.5 and 3.2 times)
+# no rounds within one process narrow it. Replayed on 27 recorded evaluations of Triton solutions
 # against the eager nemotron and olmo3 references (H200): host rounds 13,676 -> 6,500, the median
-# interval 25% -> 33% of the speedup wide. Identical sides follow the shift alike: every recorded
-# A/A set the same.
-PROCESS_HOST_SHIFT = 0.2
+# interval 25% -> 33% of the speedup wide (before the interval carried the shift). Identical sides
+# follow the shift alike: every recorded A/A set the same.
 SHIFT_SE_SHARE = 1 / 3
 # A host-set side whose partner's host time is far from its own device time gets no added rounds:
 # nothing the two sides share cancels in their ratio, and the latency such a side reads moves

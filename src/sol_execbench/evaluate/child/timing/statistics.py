@@ -26,6 +26,15 @@ DEVICE_OFFSET = 0.005
 # offset, 97.9% with it. It moves a latency only where the host time sets it, magnified there as
 # the host time less the allowance is.
 HOST_OFFSET = 0.005
+# The log host time of one call moves between processes by about this (standard deviation), both
+# sides of a process together: between warm-pool processes on one H200 a side's log host time
+# spread by a median of 0.2 (68 sides of RMSNorm-family problems, three to six processes each), the
+# log ratio of two sides' host times by less (0.07 and 0.13 in the two sets); an eager RMSNorm read
+# 104, 118 and 157 us on an H100. A latency of host time less the allowance follows such a shift by
+# host / (host - allowance), a device time not at all: where the sides follow it unequally, the
+# speedup moves between processes by more than any rounds within one show. The interval draws it
+# (``speedup_interval``); added host rounds stop where their error is well under it (``paired``).
+PROCESS_HOST_SHIFT = 0.2
 # The interval's bootstrap draws host rounds as this many runs of consecutive rounds, each
 # rounds // HOST_BLOCKS long (single rounds below 2 x HOST_BLOCKS): host load comes by stretches, so
 # rounds near each other share more than a bootstrap of single rounds assumes. Over 219 recorded
@@ -285,13 +294,24 @@ def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: 
     return np.where(np.isnan(devices), hosts, np.maximum(devices, hosts - side.allowance_ms))
 
 
+def _latencies_under_shift(side: SideSpans, factors: np.ndarray) -> np.ndarray:
+    """``side_latency_ms`` of the side's device and host times with the host time multiplied by each
+    of ``factors``."""
+    device, hosts = side.device_time_ms(), host_time_ms(side.host) * factors
+    return hosts if device is None else np.maximum(device, hosts - side.allowance_ms)
+
+
 def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: float = CONFIDENCE,
-                     resamples: int = RESAMPLES) -> SpeedupInterval:
+                     resamples: int = RESAMPLES, process_shift: float = PROCESS_HOST_SHIFT) -> SpeedupInterval:
     """The ratio of the two sides' latencies, and a percentile bootstrap of it: a resample draws
     whole rounds of each pass (the same round numbers for both sides where they ran as many), so
     both sides keep what each round shared (clock, heat, load), and an offset of each side's device
     time (``DEVICE_OFFSET``) and of its host time (``HOST_OFFSET``), each moving a latency only
-    where its time sets it."""
+    where its time sets it. Each resample also carries the move of the speedup that a shift of both
+    sides' host times together by a factor drawn from ``process_shift`` (``PROCESS_HOST_SHIFT``)
+    gives at the measured times: another process on the same host reads its host times shifted so.
+    Identical sides follow it alike; where one side's host time sets its latency and the other's
+    does not, or sets it less steeply, the interval widens as the speedup moves between processes."""
     if not reference.host or len(reference.host) != len(solution.host):
         raise ValueError("the interval pairs host rounds: both sides need the same number of them")
     sol_latency = solution.latency_ms()
@@ -307,6 +327,10 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
     sol = _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0])
     ratios = _resampled_latencies(reference, reference_device_picks, host_picks, offsets[1]) / \
         np.where(sol > 0, sol, np.nan)
+    if process_shift > 0 and point > 0:
+        factors = np.exp(process_shift * rng.standard_normal(resamples))
+        shifted = _latencies_under_shift(solution, factors)
+        ratios = ratios * _latencies_under_shift(reference, factors) / np.where(shifted > 0, shifted, np.nan) / point
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return SpeedupInterval(point, point, point, confidence, rounds)
