@@ -301,9 +301,10 @@ def host_rounds_wanted(solution: SideMeasurement, reference: SideMeasurement | N
     (``host_speedup_se``; ``benchmarks/aa_replay.py`` replays other values): ``both`` where both
     sides' host times may set their latencies, else ``lone``; never below a third of what a shift of
     the host times between processes moves the speedup by (``PROCESS_HOST_SHIFT``). The host time
-    less the allowance is a difference of two larger numbers: where it sets the latency its noise is the host time's,
-    magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us known to 2.4%), so
-    it needs more rounds than a device time for the same precision; host rounds cost no profiler."""
+    less the allowance is a difference of two larger numbers: where it sets the latency its noise
+    is the host time's, magnified (a host time of 145 us, known to 0.75%, gives a latency of 45 us
+    known to 2.4%), so it needs more rounds than a device time for the same precision; host rounds
+    cost no profiler."""
     setting = _host_set_sides(solution, reference)
     if not setting or not _every_side_runs_them(solution, reference, setting):
         return False

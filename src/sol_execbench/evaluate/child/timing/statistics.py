@@ -291,14 +291,24 @@ def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: 
     larger; the host time without a device time."""
     devices = _device_rows(side.device_array(), device_picks) * offsets[0]
     hosts = _trimmed_rows(np.asarray(side.host, dtype=float)[host_picks]) * offsets[1]
-    return np.where(np.isnan(devices), hosts, np.maximum(devices, hosts - side.allowance_ms))
+    return _latency_rows(devices, hosts, side.allowance_ms)
 
 
 def _latencies_under_shift(side: SideSpans, factors: np.ndarray) -> np.ndarray:
     """``side_latency_ms`` of the side's device and host times with the host time multiplied by each
     of ``factors``."""
-    device, hosts = side.device_time_ms(), host_time_ms(side.host) * factors
-    return hosts if device is None else np.maximum(device, hosts - side.allowance_ms)
+    device = side.device_time_ms()
+    return _latency_rows(np.nan if device is None else device, host_time_ms(side.host) * factors, side.allowance_ms)
+
+
+def _latency_rows(devices: np.ndarray | float, hosts: np.ndarray, allowance_ms: float) -> np.ndarray:
+    """``side_latency_ms`` over arrays: a NaN device time is none (the host time is the latency)."""
+    return np.where(np.isnan(devices), hosts, np.maximum(devices, hosts - allowance_ms))
+
+
+def _ratio_rows(reference: np.ndarray, solution: np.ndarray) -> np.ndarray:
+    """Reference over solution latency per resample; NaN where the solution's is not positive."""
+    return reference / np.where(solution > 0, solution, np.nan)
 
 
 def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: float = CONFIDENCE,
@@ -324,13 +334,12 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
     host_picks = _host_picks(rng, rounds, resamples)
     spread = np.array([DEVICE_OFFSET, HOST_OFFSET])[None, :, None]
     offsets = np.exp(spread * rng.standard_normal((2, 2, resamples)))  # side, (device, host), resample
-    sol = _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0])
-    ratios = _resampled_latencies(reference, reference_device_picks, host_picks, offsets[1]) / \
-        np.where(sol > 0, sol, np.nan)
+    ratios = _ratio_rows(_resampled_latencies(reference, reference_device_picks, host_picks, offsets[1]),
+                         _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0]))
     if process_shift > 0 and point > 0:
         factors = np.exp(process_shift * rng.standard_normal(resamples))
-        shifted = _latencies_under_shift(solution, factors)
-        ratios = ratios * _latencies_under_shift(reference, factors) / np.where(shifted > 0, shifted, np.nan) / point
+        ratios = ratios * _ratio_rows(_latencies_under_shift(reference, factors),
+                                      _latencies_under_shift(solution, factors)) / point
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return SpeedupInterval(point, point, point, confidence, rounds)
