@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -131,3 +132,30 @@ def test_process_listing_finds_children(watch):
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_scan_reads_again_only_new_and_related_processes_between_full_scans(monkeypatch):
+    """Between full scans only new pids and the processes below this one are read again: a process
+    started after the last read is still found, init (unrelated to this process) is not read
+    again until a full scan reads everything."""
+    assert os.getpid() != 1
+    scan = activity_watch.ProcessScan(full_scan_s=3600)
+    scan()
+    reads: list[int] = []
+    real = activity_watch.read_stat
+    monkeypatch.setattr(activity_watch, "read_stat", lambda pid: reads.append(pid) or real(pid))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in scan()
+        assert child.pid in reads and 1 not in reads
+        reads.clear()
+        assert child.pid in scan()
+        assert reads.count(child.pid) == 1 and 1 not in reads
+        scan.full_scan_s = 0.0
+        reads.clear()
+        assert child.pid in scan()
+        assert 1 in reads
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in scan()

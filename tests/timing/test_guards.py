@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import operator
 import time
 
 import torch
@@ -152,4 +153,32 @@ def test_replaced_builtins_do_not_blind_the_integrity_check(monkeypatch):
     monkeypatch.setattr(timing, "measure", lambda *a, **k: None)
     monkeypatch.setattr(builtins, "all", lambda _values: True)
     monkeypatch.setattr(builtins, "sorted", lambda _values: [])
+    monkeypatch.setattr(builtins, "any", lambda _values: False)
+    monkeypatch.setattr(builtins, "map", lambda *_args: iter(()))
+    for name in ("is_not", "getitem", "contains"):
+        monkeypatch.setattr(operator, name, lambda *_args: False)
     assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.measure"]
+
+
+class _EqualToEverything:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+def test_a_deleted_a_look_alike_and_a_shadowing_entry_are_each_named(monkeypatch):
+    """The check compares identities, all entries at once, then names what changed: a deleted
+    harness function, a replacement that claims equality with everything, and a method a class
+    gains where it inherited one."""
+    snapshot = guards.IntegritySnapshot()
+    monkeypatch.delattr(timing, "summarize")
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.summarize"]
+    monkeypatch.undo()
+    monkeypatch.setattr(timing, "measure", _EqualToEverything())
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.measure"]
+    monkeypatch.undo()
+    monkeypatch.setattr(timing.SideFailed, "with_traceback", lambda self, tb: self, raising=False)  # inherited
+    assert snapshot.tampered() == ["sol_execbench.evaluate.child.timing.paired.SideFailed.with_traceback"]
+    monkeypatch.undo()
+    assert snapshot.tampered() == []

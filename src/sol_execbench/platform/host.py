@@ -191,12 +191,13 @@ def process_table() -> dict[int, ProcessInfo]:
     except OSError:
         return found
     for entry in entries:
-        if entry.isdigit() and (info := _read_stat(int(entry))) is not None:
+        if entry.isdigit() and (info := read_stat(int(entry))) is not None:
             found[info.pid] = info
     return found
 
 
-def _read_stat(pid: int) -> ProcessInfo | None:
+def read_stat(pid: int) -> ProcessInfo | None:
+    """``/proc/<pid>/stat`` (None for a process gone or unreadable)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
@@ -234,7 +235,7 @@ class SessionWatch:
             known = self._sessions.get(pid)
             if known is not None and known != self.session_id:
                 continue
-            info = _read_stat(pid)
+            info = read_stat(pid)
             if info is None:
                 self._sessions.pop(pid, None)
                 continue
@@ -246,7 +247,7 @@ class SessionWatch:
 
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` names a live process (a zombie is not), as this process's /proc shows it."""
-    info = _read_stat(pid)
+    info = read_stat(pid)
     return info is not None and info.state not in ("Z", "X")
 
 
