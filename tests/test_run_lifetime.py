@@ -182,3 +182,35 @@ def test_a_staging_folder_whose_removal_was_cut_short_is_removed_as_the_run_ends
     evaluate(root / "definition.json", root / "workload.jsonl", root / "solution.json", LIGHT_CONFIG, keep_staging=True)
     kept = [p for p in (tmp_path / "tmp").glob("sol-execbench-*")]
     assert len(kept) == 1 and runner.remove_live_staging() == [] and kept[0].exists()
+
+
+def test_child_pids_lists_a_child_a_worker_thread_started():
+    """Each thread lists only the children it started itself: a child started by a thread that is
+    still running is found too, and kill_descendants ends it."""
+    import os
+    import sys
+    import threading
+
+    from sol_execbench.platform.lifetime import child_pids, kill_descendants
+
+    started: dict[str, subprocess.Popen] = {}
+    release = threading.Event()
+
+    def start_and_wait() -> None:
+        started["child"] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        release.wait()
+
+    worker = threading.Thread(target=start_and_wait)
+    worker.start()
+    try:
+        assert poll_until(lambda: "child" in started, 10.0)
+        child = started["child"]
+        assert child.pid in child_pids(os.getpid())
+        assert kill_descendants(spare=set(child_pids(os.getpid())) - {child.pid}) >= 1
+        assert poll_until(lambda: not process_alive(child.pid), 5.0)  # killed and reaped
+    finally:
+        release.set()
+        worker.join()
+        if started["child"].poll() is None:
+            started["child"].kill()
+            started["child"].wait()

@@ -66,11 +66,21 @@ def become_subreaper() -> bool:
 
 
 def child_pids(pid: int) -> list[int]:
+    """The children of process ``pid``: each of its threads lists the children it started itself
+    (``/proc/<pid>/task/<tid>/children``), so a child a worker thread started is only in that
+    thread's list."""
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            return [int(x) for x in fh.read().split()]
-    except (OSError, ValueError):
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
         return []
+    found: list[int] = []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                found.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return sorted(set(found))
 
 
 def kill_descendants(spare: set[int] = frozenset(), settle_s: float = 2.0) -> int:
