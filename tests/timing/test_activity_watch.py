@@ -11,6 +11,7 @@ import time
 import pytest
 
 from sol_execbench.evaluate.child import activity_watch
+from sol_execbench.platform import host
 from sol_execbench.evaluate.child.activity_watch import ActivityWatch
 
 
@@ -139,11 +140,11 @@ def test_the_scan_reads_again_only_new_and_related_processes_between_full_scans(
     started after the last read is still found, init (unrelated to this process) is not read
     again until a full scan reads everything."""
     assert os.getpid() != 1
-    scan = activity_watch.ProcessScan(full_scan_s=3600)
+    scan = host.ProcessScan(activity_watch._related, full_scan_s=3600)
     scan()
     reads: list[int] = []
-    real = activity_watch.read_stat
-    monkeypatch.setattr(activity_watch, "read_stat", lambda pid: reads.append(pid) or real(pid))
+    real = host.read_stat
+    monkeypatch.setattr(host, "read_stat", lambda pid: reads.append(pid) or real(pid))
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         assert child.pid in scan()

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from sol_execbench.platform.host import CLK_TCK, ProcessInfo, read_stat
+from sol_execbench.platform.host import CLK_TCK, ProcessInfo, ProcessScan
 
 _PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "subprocess.Popen", "os.system",
                              "os.exec", "pty.spawn"})
@@ -72,43 +72,11 @@ def thread_cpu_ms(thread: threading.Thread) -> float | None:
     return None
 
 
-FULL_SCAN_S = 2.0  # every stat file is read again at least this often (see ProcessScan)
-
-
-class ProcessScan:
-    """The processes ``descendants`` looks at, re-read cheaply.
-
-    A full ``process_table`` reads every process's stat file: 3 ms with 183 processes on an H200
-    host, and the watch reads it before and after each workload's timed calls. A process that is
-    neither below this one nor in its session stays so: its parent can only become init or a
-    subreaper, its session only its own (``setsid``). So between full scans (``FULL_SCAN_S``, for a
-    pid reused meanwhile) only the stat files of new pids and of the processes that were below
-    this one or in its session are read again."""
-
-    def __init__(self, full_scan_s: float = FULL_SCAN_S):
-        self.full_scan_s = full_scan_s
-        self._unrelated: set[int] = set()
-        self._scanned = float("-inf")
-
-    def __call__(self) -> dict[int, ProcessInfo]:
-        try:
-            pids = {int(entry) for entry in os.listdir("/proc") if entry.isdigit()}
-        except OSError:
-            return {}
-        me = os.getpid()
-        session = os.getsid(0) if os.getsid(0) == me else None
-        now = time.monotonic()
-        if now - self._scanned > self.full_scan_s:
-            self._unrelated, self._scanned = set(), now
-        self._unrelated &= pids  # a pid gone since: whatever appears there next is read
-        table = {pid: info for pid in pids - self._unrelated if (info := read_stat(pid)) is not None}
-        related = _related(table, me, session)
-        self._unrelated |= set(table) - related - {me}
-        return {pid: table[pid] for pid in related}
-
-
-def _related(table: dict[int, ProcessInfo], me: int, session: int | None) -> set[int]:
-    """Live processes of ``table`` below ``me`` in the process tree, and the rest of ``session``."""
+def _related(table: dict[int, ProcessInfo]) -> set[int]:
+    """Live processes of ``table`` below this one in the process tree, and, when this process leads
+    its own session (a fresh evaluation child), the rest of that session (orphans re-parented to init)."""
+    me = os.getpid()
+    session = os.getsid(0) if os.getsid(0) == me else None
     children: dict[int, list[int]] = {}
     for info in table.values():
         children.setdefault(info.ppid, []).append(info.pid)
@@ -122,13 +90,9 @@ def _related(table: dict[int, ProcessInfo], me: int, session: int | None) -> set
             if pid != me and info.state not in ("Z", "X") and (pid in below or info.session == session)}
 
 
-def descendants() -> dict[int, ProcessInfo]:
-    """Live processes below this one in the process tree, and, when this process leads its own
-    session (a fresh evaluation child), the rest of that session (orphans re-parented to init)."""
-    return _scan()
-
-
-_scan = ProcessScan()
+# Read before and after each workload's timed calls: only new pids and related processes are read
+# again between full scans (``ProcessScan``).
+descendants = ProcessScan(_related)
 
 
 @dataclass
