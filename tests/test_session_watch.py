@@ -60,8 +60,8 @@ def test_only_new_processes_and_members_are_read_again(monkeypatch):
         seen_before = {int(p) for p in os.listdir("/proc") if p.isdigit()} - {proc.pid}
         assert watch.members() == [proc.pid]
         reads: list[int] = []
-        real = host.read_stat
-        monkeypatch.setattr(host, "read_stat", lambda pid: reads.append(pid) or real(pid))
+        real = host._read_stat
+        monkeypatch.setattr(host, "_read_stat", lambda pid: reads.append(pid) or real(pid))
         assert watch.members() == [proc.pid]
         # The member is read again; processes that existed at the first poll and are not in the
         # session are not (processes started since, by other tests on a busy machine, may be).

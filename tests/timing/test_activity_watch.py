@@ -143,8 +143,8 @@ def test_the_scan_reads_again_only_new_and_related_processes_between_full_scans(
     scan = host.ProcessScan(activity_watch._related, full_scan_s=3600)
     scan()
     reads: list[int] = []
-    real = host.read_stat
-    monkeypatch.setattr(host, "read_stat", lambda pid: reads.append(pid) or real(pid))
+    real = host._read_stat
+    monkeypatch.setattr(host, "_read_stat", lambda pid: reads.append(pid) or real(pid))
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         assert child.pid in scan()

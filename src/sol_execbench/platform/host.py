@@ -192,12 +192,12 @@ def process_table() -> dict[int, ProcessInfo]:
     except OSError:
         return found
     for entry in entries:
-        if entry.isdigit() and (info := read_stat(int(entry))) is not None:
+        if entry.isdigit() and (info := _read_stat(int(entry))) is not None:
             found[info.pid] = info
     return found
 
 
-def read_stat(pid: int) -> ProcessInfo | None:
+def _read_stat(pid: int) -> ProcessInfo | None:
     """``/proc/<pid>/stat`` (None for a process gone or unreadable)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -233,7 +233,7 @@ class ProcessScan:
         if now - self._scanned > self.full_scan_s:
             self._unrelated, self._scanned = set(), now
         self._unrelated &= pids
-        table = {pid: info for pid in pids - self._unrelated if (info := read_stat(pid)) is not None}
+        table = {pid: info for pid in pids - self._unrelated if (info := _read_stat(pid)) is not None}
         related = self.related(table)
         self._unrelated |= set(table) - related
         return {pid: table[pid] for pid in related}
@@ -253,7 +253,7 @@ class SessionWatch:
 
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` names a live process (a zombie is not), as this process's /proc shows it."""
-    info = read_stat(pid)
+    info = _read_stat(pid)
     return info is not None and info.state not in ("Z", "X")
 
 
