@@ -53,27 +53,31 @@ def test_accuracy_targets(fidelity, truth_ms, measured_ms, ok):
     assert result.accuracy_ok is ok
 
 
-def test_small_kernels_are_judged_against_ncu_less_its_empty_kernel_floor(fidelity):
+def test_kernels_are_judged_against_ncu_less_its_empty_kernel_floor(fidelity):
     """Measured on the H100: an empty kernel read 2.25 us under ncu and 0.93 us by the device
-    method; add 4K 2.98 and 1.57 us. Less that 1.32 us floor, add 4K is met (raw ncu: missed)."""
+    method; add 4K 2.98 and 1.57 us. Less that 1.32 us floor, add 4K is met (raw ncu: missed). On
+    another H100 a 4096x4096 RMSNorm read 21.00 us under ncu and 19.83 us by the device method: the
+    same floor at a size where raw ncu would ask for 2%."""
     def case(name, truth_ms, device_ms, source="ncu (gpu__time_duration.sum)"):
         r = fidelity.CaseResult(name, "", truth_ms, source, {"device": {"median_ms": device_ms}}, [device_ms])
         fidelity.check_targets(r)
         return r
 
     empty, add = case("empty_kernel", 0.00225, 0.00093), case("add_4k", 0.00298, 0.00157)
-    big = case("gemm", 0.3526, 0.3800)  # 7.8% over: missed, and no floor is taken from kernels this size
+    big = case("gemm", 0.3526, 0.3800)  # 7.8% over, 8.2% over ncu less the floor: missed either way
+    rmsnorm = case("rmsnorm_4096x4096", 0.02100, 0.01983)  # 5.6% under raw ncu, 0.5% under ncu less the floor
     fallback = case("add_1m", 0.00629, 0.00490, source="profiler kernel sum (ncu not found)")
-    assert add.accuracy_ok is False and big.accuracy_ok is False
-    results = [empty, add, big, fallback]
+    assert add.accuracy_ok is False and big.accuracy_ok is False and rmsnorm.accuracy_ok is False
+    results = [empty, add, big, rmsnorm, fallback]
     offset = fidelity.empty_kernel_offset(results)
     assert offset == pytest.approx(0.00132)
-    fidelity.judge_small_less_floor(results, offset)
+    fidelity.judge_less_floor(results, offset)
     assert add.accuracy_ok is True and add.accuracy_ok_raw is False and "1.32 us" in add.accuracy_basis
-    assert big.accuracy_ok is False and big.accuracy_ok_raw is None
+    assert big.accuracy_ok is False and big.accuracy_ok_raw is False
+    assert rmsnorm.accuracy_ok is True and rmsnorm.accuracy_ok_raw is False
     assert fallback.accuracy_ok_raw is None and fallback.accuracy_basis == "ground truth"
     alone = case("add_4k", 0.00298, 0.00157)
-    fidelity.judge_small_less_floor([alone], None)  # no empty kernel in the run: raw ncu stays the truth
+    fidelity.judge_less_floor([alone], None)  # no empty kernel in the run: raw ncu stays the truth
     assert alone.accuracy_ok is False and alone.accuracy_ok_raw is None
 
 
