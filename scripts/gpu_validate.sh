@@ -3,9 +3,11 @@
 # tests and the benchmarks, and pack logs and JSON into $OUT/validation.tgz (plus a short summary).
 #   usage (from the repo root on the GPU machine): bash scripts/gpu_validate.sh [all | PART ...]
 #   FIDELITY_ARGS, OVERHEAD_ARGS, LAUNCH_ARGS, AA_ARGS: options for benchmarks/fidelity.py (e.g. --cases
-#   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm), launch_overhead.py and aa.py.
-#   parts: tests envprobe build_cache fidelity launch overhead aa profile (profile is not in "all": it is a
-#   diagnosis of where one evaluation of a 14-workload problem spends its time, parent and child)
+#   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm), launch_overhead.py and aa.py;
+#   LEVELS_ARGS for process_levels.py (e.g. --processes 8).
+#   parts: tests envprobe build_cache fidelity launch overhead aa profile levels (profile and levels are not
+#   in "all": the first is a diagnosis of where one evaluation of a 14-workload problem spends its time,
+#   parent and child; the second how far a call of small kernels moves between processes)
 set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 WORK=$(mktemp -d /tmp/sol-validate.XXXX)
@@ -65,6 +67,10 @@ for name in ("child", "parent"):
         pstats.Stats(f"{sys.argv[1]}/{name}.prof").sort_stats(key).print_stats(45)
 PY
   grep "phase" "$WORK/profile_run.log" | tail -20
+fi
+if [[ " $parts " == *" levels "* ]]; then
+  step levels bash -c "python3 benchmarks/process_levels.py ${LEVELS_ARGS:-} --out '$FINAL/process_levels.json' > '$FINAL/process_levels.log' 2>&1"
+  tail -12 "$FINAL/process_levels.log"
 fi
 if want build_cache; then
   step build_cache bash -c "python3 benchmarks/build_cache.py ${UPSTREAM_PATH:+--upstream-path $UPSTREAM_PATH --upstream-first-only} --out '$FINAL/build_cache.json' > '$FINAL/build_cache.log' 2>&1"
