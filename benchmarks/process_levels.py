@@ -4,8 +4,9 @@ fresh process to the next, and if not, is it the kernels or the gaps between the
     python benchmarks/process_levels.py [--processes 6] [--calls 60] [--out levels.json]
 
 Each of ``--processes`` fresh processes times the bundled RMSNorm example's eager reference (eight
-kernels) at two sizes, every call queued as the device pass queues it (the L2 flushed by the
-harness's ``L2Flusher``, a hold, the call, a marker kernel), three ways:
+kernels) at two sizes, every call queued behind a hold as in the device pass (the L2 flushed by the
+harness's ``L2Flusher`` before the hold rather than after it, so that the flush lies outside the
+call's records; the call; a marker kernel), three ways:
 
 - ``span``: the profiler's records, first kernel start to last kernel end (the device time's
   definition, ``docs/timing.md``);
