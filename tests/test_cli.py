@@ -280,6 +280,23 @@ def test_every_command_module_is_in_the_lazy_table_and_an_evaluation_imports_onl
     assert out[1] == str(sorted(cli.commands["dataset"].commands))
 
 
+def test_a_run_without_diagnostics_leaves_the_profiling_modules_unimported(problem: Path, tmp_path: Path):
+    """They cost 20 to 40 ms of the command's wall time; only --profile or --static-evidence needs them."""
+    import subprocess
+    import sys
+
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: print('profiling imported:', 'sol_execbench.profiling' in sys.modules))\n"
+             f"sys.argv = ['sol-execbench', {str(problem)!r}, '--config', {str(problem / 'light.json')!r}, "
+             f"'--only', 'w1-32', '-o', {str(tmp_path / 't.jsonl')!r}]\n"
+             "from sol_execbench.cli.main import main\n"
+             "main()\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "profiling imported: False" in proc.stdout
+    assert json.loads((tmp_path / "t.jsonl").read_text())["evaluation"]["status"] == "PASSED"
+
+
 def test_speedups_show_alike_decimals_beside_their_interval():
     from sol_execbench.cli.render import ratio_text
 

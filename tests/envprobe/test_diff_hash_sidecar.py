@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -142,3 +143,18 @@ def test_sidecar_write_failure_is_not_fatal(fake_snapshot, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert sidecar.write_snapshot_sidecar(None, blocker / "sub" / "env.json") is None
+
+
+def test_a_hash_read_from_the_host_cache_imports_no_probe_module(tmp_path):
+    """An evaluation stamps its traces from the host cache; the probe's modules (20 to 35 ms to
+    import) load only when the cache is stale and a probe runs."""
+    from sol_execbench.platform.host import CACHE_DIR_ENV
+
+    code = ("import sys\n"
+            "from sol_execbench.envprobe.hashing import host_cached_environment_hash\n"
+            "print(host_cached_environment_hash(), 'sol_execbench.envprobe.snapshot' in sys.modules)\n")
+    env = {**os.environ, CACHE_DIR_ENV: str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                           timeout=300).stdout.split() for _ in range(2)]
+    assert runs[0][1] == "True" and runs[1][1] == "False"  # probed, then read from the cache
+    assert runs[0][0] == runs[1][0] != "None"

@@ -176,11 +176,11 @@ def _uses_triton(problem) -> bool:
 
 def _diagnostics(problem, options, traces, profile: str, profile_calls: int, static_evidence: str, err: Console) -> None:
     """--profile and --static-evidence: sidecars after the traces; they never change the exit code."""
+    if profile == "none" and static_evidence == "none":
+        return  # before the import: the profiling modules cost 20 to 40 ms that a plain run need not pay
     from sol_execbench.profiling import Diagnostics, run_diagnostics
 
     wanted = Diagnostics(profile, profile_calls, static_evidence)
-    if not wanted.wanted:
-        return
     options.on_trace = None  # the profiling children's traces are not the evaluation's
     for line in run_diagnostics(problem.definition, problem.workloads, problem.solution, problem.config, options,
                                 traces, wanted):

@@ -12,7 +12,6 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from .snapshot import cached_snapshot
 from .volatility import CONFIG, classify, flatten
 
 if TYPE_CHECKING:
@@ -30,6 +29,14 @@ def snapshot_hash(snapshot: dict[str, Any], length: int = HASH_LENGTH) -> str:
     """Hex sha256 prefix over the canonical JSON of ``hashed_content(snapshot)``."""
     text = json.dumps(hashed_content(snapshot), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def cached_snapshot() -> dict[str, Any]:
+    """``snapshot.cached_snapshot``, its modules imported only when a probe runs: a run whose hash
+    comes from the host cache never needs them."""
+    from .snapshot import cached_snapshot as probe
+
+    return probe()
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,7 +13,7 @@ import logging
 import os
 from pathlib import Path
 
-from .snapshot import cached_snapshot
+from .hashing import cached_snapshot
 
 SNAPSHOT_FLAG = "SOLEXECBENCH_ENV_SNAPSHOT"
 SNAPSHOT_PATH = "SOLEXECBENCH_ENV_SNAPSHOT_PATH"
