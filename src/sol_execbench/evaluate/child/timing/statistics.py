@@ -30,8 +30,9 @@ HOST_OFFSET = 0.005
 # sides of a process together: between warm-pool processes on one H200 a side's log host time
 # spread by a median of 0.2 (68 sides of RMSNorm-family problems, three to six processes each), the
 # log ratio of two sides' host times by less (0.07 and 0.13 in the two sets); an eager RMSNorm read
-# 104, 118 and 157 us on an H100. The larger machine's figure: on another H100, A/A sides of the same
-# problems spread by a median of 0.03 (90th percentile 0.16) over three processes. A latency of host time less the allowance follows such a shift by
+# 104, 118 and 157 us on an H100. 0.2 is the larger of two machines' figures: on another H100 the
+# A/A sides of the same problems spread by a median of 0.03 (90th percentile 0.16) over three
+# processes. A latency of host time less the allowance follows such a shift by
 # host / (host - allowance), a device time not at all: where the sides follow it unequally, the
 # speedup moves between processes by more than any rounds within one show. The interval draws it
 # (``speedup_interval``); added host rounds stop where their error is well under it (``paired``).
