@@ -83,13 +83,14 @@ TARGETS = {
 # -- measurements ---------------------------------------------------------------------------------
 
 def harness_median(fn: Callable, values: list, method: str, warmup: int, iterations: int,
-                   cooldown: float = DEFAULT_COOLDOWN) -> dict[str, Any]:
+                   cooldown: float = DEFAULT_COOLDOWN, flusher: Any = None) -> dict[str, Any]:
     """The case timed as an evaluation times a solution (no reference beside it): its latency
-    median and what the SideMeasurement says beside it, per call lists included."""
+    median and what the SideMeasurement says beside it, per call lists included. ``flusher``: the
+    evaluation's ``L2Flusher`` unless another is given."""
     device = current()
     side = SideCalls("solution", fn, FreshArgs([values], slots=warmup + 2 * iterations + 2))
     m = measure(side, None, TimingPlan(warmup=warmup, rounds=rounds_per_pass(iterations, device.is_gpu), device=device,
-                                       flusher=L2Flusher(device),
+                                       flusher=flusher or L2Flusher(device),
                                        method=method, cooldown=cooldown, allowance_ms=ALLOWANCE_MS))
     s = m.solution
     clocks = sorted(s.sm_clock_mhz)

@@ -4,16 +4,14 @@ fresh process to the next, and if not, is it the kernels or the gaps between the
     python benchmarks/process_levels.py [--processes 6] [--calls 60] [--out levels.json]
 
 Each of ``--processes`` fresh processes times the bundled RMSNorm example's eager reference (eight
-kernels) at two sizes, every call queued behind a hold as in the device pass (the L2 flushed by the
-harness's ``L2Flusher`` before the hold rather than after it, so that the flush lies outside the
-call's records; the call; a marker kernel), three ways:
+kernels) at two sizes with ``fidelity.py``'s instruments:
 
-- ``span``: the profiler's records, first kernel start to last kernel end (the device time's
-  definition, ``docs/timing.md``);
-- ``kernel_sum``: the same records, the kernels' durations added (the span less the gaps);
-- ``events``: CUDA events recorded behind the hold around the call, no profiler running;
+- ``span``: the harness's device time (``harness_median``, method ``device``: each call's first
+  kernel start to last kernel end, queued behind the hold, L2 flushed), what the A/A judges;
+- ``span_no_flush``: the same without the flush;
+- ``events``: the same calls timed by CUDA events behind the hold (method ``events``);
+- ``kernel_sum``: the kernels' durations added (``profiler_kernel_sum``), the span less its gaps.
 
-and ``span_no_flush``: the span without the flush. Each is the trimmed mean of the process's calls.
 Prints, per size and reading, the value in every process and its spread across processes (largest
 less smallest, over the median); writes JSON. The A/A target asks 3% of a device-set latency across
 runs; a reading whose spread exceeds it here does so whatever times it. Needs an NVIDIA GPU (exit 2
@@ -28,36 +26,21 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from sol_execbench.evaluate.child.timing.statistics import trimmed_mean  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fidelity.py, also when loaded by path
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm" / "definition.json"
 SHAPES = ((4, 1024), (64, 4096))  # rows x hidden: the bundled example's rmsnorm-small and rmsnorm-decode
-HOLD_CYCLES = 400_000  # about 0.2 ms at 2 GHz: longer than the host takes to launch eight kernels
-SPIN_NAMES = ("spin", "sleep")
-MARKER_NAME = "FillFunctor"  # the marker after each call: a fill of one element
+WARMUP = 10
 READINGS = ("span", "kernel_sum", "events", "span_no_flush")
 
 
-def call_spans(kernels: Iterable[tuple[str, int, int]]) -> list[tuple[float, float]]:
-    """(span, kernel sum) in us of each call, from kernel records (name, start ns, end ns): a call's
-    kernels are those after a hold's spin kernel and before the next marker. Anything else, the
-    flush included, falls outside every call."""
-    calls, current = [], None
-    for name, start, end in sorted(kernels, key=lambda k: k[1]):
-        if any(tag in name for tag in SPIN_NAMES):
-            current = []
-        elif MARKER_NAME in name:
-            if current:
-                calls.append(((max(e for _, _, e in current) - current[0][1]) / 1e3,
-                              sum(e - s for _, s, e in current) / 1e3))
-            current = None
-        elif current is not None:
-            current.append((name, start, end))
-    return calls
+class _NoFlush:
+    """A flusher that leaves the cache as the last call left it."""
+
+    def flush(self) -> None:
+        pass
 
 
 def spread(values: list[float]) -> float:
@@ -84,51 +67,23 @@ def example_reference() -> Any:
 
 
 def measure_here(calls: int) -> dict[str, dict[str, float]]:
-    """One process: every size, every reading (trimmed means, us)."""
+    """One process: every size, every reading (us)."""
     import torch  # noqa: PLC0415
-    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
 
-    from sol_execbench.evaluate.child.timing.arguments import L2Flusher  # noqa: PLC0415
-    from sol_execbench.platform import current  # noqa: PLC0415
+    from fidelity import harness_median, profiler_kernel_sum  # noqa: PLC0415
 
-    flusher, marker, rmsnorm = L2Flusher(current()), torch.empty(1, device="cuda"), example_reference()
-    results: dict[str, dict[str, float]] = {}
+    rmsnorm, results = example_reference(), {}
+
+    def device_time_us(values: list, method: str, flusher: Any = None) -> float:
+        return harness_median(rmsnorm, values, method, WARMUP, calls, flusher=flusher)["device_time_ms"] * 1e3
+
     for rows, hidden in SHAPES:
-        x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
-        weight = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
-        for _ in range(20):
-            rmsnorm(x, weight, 1e-6)
-        torch.cuda.synchronize()
-        reading: dict[str, float] = {}
-        for flush in (True, False):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(calls):
-                    if flush:
-                        flusher.flush()
-                    torch.cuda._sleep(HOLD_CYCLES)
-                    rmsnorm(x, weight, 1e-6)
-                    marker.fill_(0)
-                torch.cuda.synchronize()
-            kernels = [(e.name(), e.start_ns(), e.start_ns() + e.duration_ns()) for e in prof.profiler.kineto_results.events()
-                       if e.device_type() == torch.autograd.DeviceType.CUDA]
-            spans = call_spans(kernels)
-            if flush:
-                reading["span"] = trimmed_mean([s for s, _ in spans])
-                reading["kernel_sum"] = trimmed_mean([k for _, k in spans])
-            else:
-                reading["span_no_flush"] = trimmed_mean([s for s, _ in spans])
-        timed = []
-        for _ in range(calls):
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flusher.flush()
-            torch.cuda._sleep(HOLD_CYCLES)
-            begin.record()
-            rmsnorm(x, weight, 1e-6)
-            end.record()
-            torch.cuda.synchronize()
-            timed.append(begin.elapsed_time(end) * 1e3)
-        reading["events"] = trimmed_mean(timed)
-        results[f"{rows}x{hidden}"] = reading
+        values = [torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16),
+                  torch.randn(hidden, device="cuda", dtype=torch.bfloat16), 1e-6]
+        results[f"{rows}x{hidden}"] = {"span": device_time_us(values, "device"),
+                                       "span_no_flush": device_time_us(values, "device", _NoFlush()),
+                                       "events": device_time_us(values, "events"),
+                                       "kernel_sum": profiler_kernel_sum(rmsnorm, values, calls)["median_ms"] * 1e3}
     return results
 
 
