@@ -51,3 +51,24 @@ def test_all_zero_output_and_non_finite_values():
 def test_empty_outputs_match():
     c = compare(torch.zeros(0), torch.zeros(0), TOL)
     assert not c.failed
+
+
+def test_an_error_too_large_for_float32_is_not_taken_for_a_non_finite_value():
+    """x - y overflows to inf where both are finite: the search for NaN and Inf that a non-finite
+    largest error starts finds none, and the comparison goes on (the element exceeds the bound)."""
+    ref = torch.zeros(100)
+    ref[5] = -3e38
+    out = ref.clone()
+    out[5] = 3e38
+    c = compare(out, ref, TOL)
+    assert not c.correctness.has_inf and not c.correctness.has_nan
+    assert c.correctness.max_absolute_error == float("inf") and c.worst_index == [5]
+    assert not c.failed and c.matched_ratio == 0.99
+
+
+def test_inf_in_the_reference_is_named_as_the_reference_s():
+    ref = torch.ones(4, 4)
+    ref[1, 2] = float("inf")
+    c = compare(ref.clone(), ref, TOL)
+    assert c.failed and c.correctness.has_inf and c.worst_index == [1, 2]
+    assert c.reason == "Inf in the reference output; Inf in the solution's output"

@@ -59,6 +59,30 @@ def test_invalid_reference():
     assert "reference is broken" in trace.evaluation.log
 
 
+NAN_AT_ZERO = "def run(a, b):\n    c = a + b\n    c[0] = float('nan')\n    return c\n"
+
+
+@pytest.mark.parametrize("code", [NAN_AT_ZERO, "def run(a, b):\n    return (a + b)[:-1]\n"])
+def test_a_reference_that_is_not_finite_is_invalid_whatever_the_solution_returns(code: str):
+    """The same NaN on both sides, and a solution of the wrong shape (whose outputs are never
+    compared with the reference's): the reference is searched either way."""
+    d = add_definition()
+    d["reference"] = NAN_AT_ZERO
+    (trace,) = run(code, definition=d)
+    assert trace.evaluation.status.value == "INVALID_REFERENCE"
+    assert "not finite" in trace.evaluation.log and "NaN" in trace.evaluation.log
+
+
+def test_allowed_minus_inf_in_the_reference_passes_where_the_solution_matches():
+    d = add_definition()
+    minus_inf = "def run(a, b):\n    c = a + b\n    c[1] = float('-inf')\n    return c\n"
+    d["reference"] = minus_inf
+    wls = workloads(16)
+    wls[0]["tolerance"] = {"allow_negative_inf": True}
+    (trace,) = evaluate(d, wls, solution(minus_inf), LIGHT_CONFIG)
+    assert trace.evaluation.status.value == "PASSED", trace.evaluation.log
+
+
 def test_unwritten_destination_elements_fail():
     code = "def run(a, b, c):\n    c[: c.shape[0] // 2] = (a + b)[: c.shape[0] // 2]\n"
     (trace,) = run(code, dps=True)

@@ -265,6 +265,9 @@ class OutputCheck:
     message: str = ""
     name: str | None = None
     comparisons: list[tuple[str, Comparison]] = field(default_factory=list)
+    # Every output was compared and matched, so neither side held a value that is not finite (one
+    # fails the comparison): the reference's outputs are known to be finite without a pass of their own.
+    all_finite: bool = False
 
 
 def compare_outputs(ctx: Context, tolerance: Any, sol_out: list[Any], ref_out: list[Any]) -> OutputCheck:
@@ -280,4 +283,5 @@ def compare_outputs(ctx: Context, tolerance: Any, sol_out: list[Any], ref_out: l
         check.comparisons.append((name, comp))
         if comp.failed:
             return OutputCheck(S.INCORRECT_NUMERICAL, f"output '{name}': {comp.reason}", name, check.comparisons)
+    check.all_finite = True  # every output compared, none failed
     return check

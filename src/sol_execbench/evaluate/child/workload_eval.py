@@ -110,7 +110,12 @@ def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.
         ctx.jit_pending = False
     try:
         ref_out = reference_call(ctx, pristine, axes)  # only now: its answer never coexists with the solution's call
-        broken = reference_non_finite(ctx.definition, ref_out, workload.tolerance.allow_negative_inf)
+        check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
+        # A reference that is not finite is the problem's fault, whatever the solution returned. The
+        # comparison has looked at every value of both sides when it found them all finite; else
+        # the reference's outputs are searched themselves.
+        broken = [] if check.all_finite else reference_non_finite(ctx.definition, ref_out,
+                                                                  workload.tolerance.allow_negative_inf)
         if broken:
             raise Verdict(S.INVALID_REFERENCE, "the reference's output is not finite: " + "; ".join(broken))
     except Verdict as v:
@@ -119,7 +124,6 @@ def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.
         raise
     del pristine
     tally.rounds = round_index + 1
-    check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
     for name, comp in check.comparisons:
         tally.add(name, comp)
     if check.status is not None:
