@@ -13,6 +13,10 @@ interval, and the spread across runs; writes JSON; exits 0 when every target hol
 - where the device time sets the latency in every run, the solution's latency across runs within
   3% from 10 us, within 0.5 us below; where the host sets it in any run (``host`` or ``mixed``),
   the speedup across runs within 5%.
+
+A device-set latency that misses is shown beside the reference's spread and the speedup's: one that
+moved with the reference's while the speedup held within 3% is a level both sides met in that
+process (``shared_level``), still a miss.
 """
 
 from __future__ import annotations
@@ -157,8 +161,24 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
         spread = (max(lat) - min(lat)) / statistics.median(lat)
         steady = (max(lat) - min(lat) <= DEVICE_SPREAD_FLOOR_MS if statistics.median(lat) < DEVICE_SPREAD_MIN_MS
                   else spread <= DEVICE_SPREAD)
-    return {"ok": in_band and steady, "in_band": in_band, "covered": covered, "runs": len(passed),
-            "setter": setter, "spread": spread, "steady": steady}
+    verdict = {"ok": in_band and steady, "in_band": in_band, "covered": covered, "runs": len(passed),
+               "setter": setter, "spread": spread, "steady": steady}
+    if setter == "dev" and not steady:
+        verdict.update(shared_level(passed, speedups))
+    return verdict
+
+
+def shared_level(passed: list[dict[str, Any]], speedups: list[float]) -> dict[str, Any]:
+    """For a device-set latency that moved across runs: how far the reference's latency and the
+    speedup moved. A latency that moved while the speedup held moved with the reference's, a level
+    both sides met in that process (docs/timing.md, known limits), not a difference in how they
+    were timed; the target still counts it as missed."""
+    ref = [r.get("reference_ms") for r in passed]
+    found: dict[str, Any] = {"speedup_spread": (max(speedups) - min(speedups)) / statistics.median(speedups)}
+    if all(ref):
+        found["reference_spread"] = (max(ref) - min(ref)) / statistics.median(ref)
+    found["shared_level"] = "reference_spread" in found and found["speedup_spread"] <= DEVICE_SPREAD
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         spread = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
         print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {v.get('setter', '-'):5s} "
               f"{'yes' if v['ok'] else 'NO'}")
+        if "shared_level" in v:
+            print(f"    the reference's latency moved {v.get('reference_spread', float('nan')) * 100:.2f}% across the runs, "
+                  f"the speedup {v['speedup_spread'] * 100:.2f}%: "
+                  + ("a level both sides shared in each process" if v["shared_level"] else "not a shared level"))
         if not v["ok"]:  # what the traces said beside a miss (another process on the GPU, clocks)
             for number, run in enumerate(runs, 1):
                 for warning in run.get("warnings", []):
@@ -207,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
-          f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)}; "
-          f"{time.time() - began:.0f} s")
+          f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)} "
+          f"(device-set latencies that moved with the reference's while the speedup held: "
+          f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
     _write(args.out, {"runs": args.runs, "warm": args.warm, "interval_share": share, "all_targets_met": all_ok,
                       "workloads": per_workload, "verdicts": verdicts})
     return 0 if all_ok else 1

@@ -10,9 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import aa  # noqa: E402
 
 
-def _run(speedup, latency_ms, host_bound, low=0.98, high=1.02):
+def _run(speedup, latency_ms, host_bound, low=0.98, high=1.02, reference_ms=None):
     return {"status": "PASSED", "speedup": speedup, "latency_ms": latency_ms, "host_bound": host_bound,
-            "low": low, "high": high}
+            "low": low, "high": high, "reference_ms": reference_ms}
 
 
 def test_a_device_set_workload_is_judged_by_its_latency_across_runs():
@@ -20,6 +20,23 @@ def test_a_device_set_workload_is_judged_by_its_latency_across_runs():
     assert steady["setter"] == "dev" and steady["ok"] and steady["covered"] == 3
     drifting = aa.judge([_run(1.0, 0.100, False), _run(1.0, 0.110, False), _run(1.0, 0.100, False)])
     assert drifting["setter"] == "dev" and not drifting["ok"]
+    assert "shared_level" not in steady
+
+
+def test_a_device_set_miss_says_whether_both_sides_moved_together():
+    # a process level both sides met: the reference moved by the same 5%, the speedup held
+    level = aa.judge([_run(1.0, 0.0250, False, reference_ms=0.0251), _run(1.0, 0.0263, False, reference_ms=0.0264),
+                      _run(1.01, 0.0251, False, reference_ms=0.0253)])
+    assert not level["ok"] and level["shared_level"]
+    assert abs(level["reference_spread"] - 0.0513) < 1e-3 and level["speedup_spread"] < 0.011
+    # the solution alone moved: the speedup moved with it
+    alone = aa.judge([_run(1.0, 0.0250, False, reference_ms=0.0250), _run(0.95, 0.0263, False, reference_ms=0.0250),
+                      _run(1.0, 0.0250, False, reference_ms=0.0250)])
+    assert not alone["ok"] and not alone["shared_level"] and alone["reference_spread"] == 0.0
+    # no reference timing in a run: nothing to tell
+    unknown = aa.judge([_run(1.0, 0.0250, False), _run(1.0, 0.0263, False, reference_ms=0.0264),
+                        _run(1.0, 0.0251, False, reference_ms=0.0252)])
+    assert not unknown["shared_level"] and "reference_spread" not in unknown
 
 
 def test_a_workload_the_host_set_in_any_run_is_judged_by_its_speedup():
