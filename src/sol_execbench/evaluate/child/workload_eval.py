@@ -111,9 +111,9 @@ def _correctness_round(ctx: Context, workload: Workload, blobs: dict[str, torch.
     try:
         ref_out = reference_call(ctx, pristine, axes)  # only now: its answer never coexists with the solution's call
         check = compare_outputs(ctx, workload.tolerance, sol_out, ref_out)
-        # A reference that is not finite is the problem's fault, whatever the solution returned. The
-        # comparison has looked at every value of both sides when it found them all finite; else
-        # the reference's outputs are searched themselves.
+        # A reference that is not finite is the problem's fault, whatever the solution returned. A
+        # comparison that matched every output saw every value of both sides finite (a value that is
+        # not fails it); otherwise the reference's outputs are searched themselves.
         broken = [] if check.all_finite else reference_non_finite(ctx.definition, ref_out,
                                                                   workload.tolerance.allow_negative_inf)
         if broken:
