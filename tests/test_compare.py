@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from sol_execbench.evaluate.child.correctness import compare
@@ -72,3 +73,56 @@ def test_inf_in_the_reference_is_named_as_the_reference_s():
     c = compare(ref.clone(), ref, TOL)
     assert c.failed and c.correctness.has_inf and c.worst_index == [1, 2]
     assert c.reason == "Inf in the reference output; Inf in the solution's output"
+
+
+def _cases() -> dict[str, tuple[torch.Tensor, torch.Tensor, ToleranceSpec]]:
+    ref = torch.linspace(-3, 3, 4096).reshape(64, 64)
+    close = ref + 1e-3
+    close[17, 3] += 4e-3  # the largest error, once
+    nan_out, inf_ref = ref.clone(), ref.clone()
+    nan_out[40, 9] = float("nan")
+    inf_ref[2, 60] = float("inf")
+    huge_ref, huge_out = ref.clone(), ref.clone()
+    huge_ref[5, 5], huge_out[5, 5] = -3e38, 3e38  # x - y overflows where both are finite
+    tie = ref.clone()
+    tie[7, 1] += 0.5
+    tie[30, 30] += 0.5  # two equal largest errors: the first is named
+    minus_inf = ref.clone()
+    minus_inf[0, :8] = float("-inf")
+    lone = minus_inf.clone()
+    lone[0, 3] = 0.0
+    allow = ToleranceSpec(max_atol=1e-2, max_rtol=1e-2, allow_negative_inf=True)
+    return {"close": (close, ref, TOL), "nan": (nan_out, ref, TOL), "inf in reference": (inf_ref.clone(), inf_ref, TOL),
+            "overflow": (huge_out, huge_ref, TOL), "tie": (tie, ref, TOL), "-inf pairs": (minus_inf.clone(), minus_inf, allow),
+            "lone -inf": (lone, minus_inf, allow), "bf16": (close.bfloat16(), ref.bfloat16(), TOL)}
+
+
+def _facts(c) -> tuple[tuple, list[float]]:
+    """What must agree exactly, and the statistics (reductions sum in another order on a GPU)."""
+    k = c.correctness
+    return ((c.failed, c.worst_index, c.reason, k.has_nan, k.has_inf),
+            [c.matched_ratio, k.max_absolute_error, k.max_relative_error])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(_cases()))
+def test_the_gpu_compares_as_the_cpu_does(case: str):
+    """NaN propagating through the device's largest-error reduction, its first index on a tie, the
+    overflow and the -inf pairs: the same verdict and statistics on the GPU as on the CPU."""
+    out, ref, tol = _cases()[case]
+    (exact, stats), (exact_cpu, stats_cpu) = _facts(compare(out.cuda(), ref.cuda(), tol)), _facts(compare(out, ref, tol))
+    assert exact == exact_cpu
+    assert stats == pytest.approx(stats_cpu, rel=1e-5)
+
+
+def test_the_cases_compared_on_the_gpu_cover_each_branch():
+    """On the CPU: the cases above reach what the GPU test compares (so it cannot pass vacuously)."""
+    facts = {name: _facts(compare(out, ref, tol))[0] for name, (out, ref, tol) in _cases().items()}
+    assert facts["close"] == (False, [17, 3], None, False, False)
+    assert facts["nan"][0] and facts["nan"][1] == [40, 9] and facts["nan"][3]
+    assert facts["inf in reference"][1] == [2, 60] and facts["inf in reference"][4]
+    assert facts["overflow"][:2] == (False, [5, 5]) and not facts["overflow"][4]
+    assert facts["tie"][1] == [7, 1]
+    assert facts["-inf pairs"][0] is False
+    assert facts["lone -inf"][0] and facts["lone -inf"][1] == [0, 3]
+    assert facts["bf16"][0] is False
