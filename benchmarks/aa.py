@@ -140,6 +140,11 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "log": (ev.get("log") or "")[:LOG_CHARS] if ev["status"] != "PASSED" else ""}, trace["workload"]["uuid"]
 
 
+def spread(values: list[float]) -> float:
+    """Largest less smallest, over the median: how far a reading moved across runs or processes."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
 def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The targets for one workload over its runs."""
     passed = [r for r in runs if r["status"] == "PASSED" and r["speedup"]]
@@ -154,15 +159,15 @@ def judge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     # processes on a shared host: such a workload is judged, like a host-set one, by its speedup.
     setter = "dev" if host_runs == 0 else "host" if host_runs == len(passed) else "mixed"
     if setter != "dev":
-        spread = (max(speedups) - min(speedups)) / statistics.median(speedups)
-        steady = spread <= HOST_SPEEDUP_SPREAD
+        moved = spread(speedups)
+        steady = moved <= HOST_SPEEDUP_SPREAD
     else:
         lat = [r["latency_ms"] for r in passed]
-        spread = (max(lat) - min(lat)) / statistics.median(lat)
+        moved = spread(lat)
         steady = (max(lat) - min(lat) <= DEVICE_SPREAD_FLOOR_MS if statistics.median(lat) < DEVICE_SPREAD_MIN_MS
-                  else spread <= DEVICE_SPREAD)
+                  else moved <= DEVICE_SPREAD)
     verdict = {"ok": in_band and steady, "in_band": in_band, "covered": covered, "runs": len(passed),
-               "setter": setter, "spread": spread, "steady": steady}
+               "setter": setter, "spread": moved, "steady": steady}
     if setter == "dev" and not steady:
         verdict.update(shared_level(passed, speedups))
     return verdict
@@ -174,9 +179,9 @@ def shared_level(passed: list[dict[str, Any]], speedups: list[float]) -> dict[st
     both sides met in that process (docs/timing.md, known limits), not a difference in how they
     were timed; the target still counts it as missed."""
     ref = [r.get("reference_ms") for r in passed]
-    found: dict[str, Any] = {"speedup_spread": (max(speedups) - min(speedups)) / statistics.median(speedups)}
+    found: dict[str, Any] = {"speedup_spread": spread(speedups)}
     if all(ref):
-        found["reference_spread"] = (max(ref) - min(ref)) / statistics.median(ref)
+        found["reference_spread"] = spread(ref)
     found["shared_level"] = "reference_spread" in found and found["speedup_spread"] <= DEVICE_SPREAD
     return found
 
@@ -216,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = "  ".join(f"{r['speedup']:.3f}({r['low']:.3f},{r['high']:.3f})" if r["speedup"] and r["low"] is not None
                           else r["status"] for r in runs)
         v = verdicts[key]
-        spread = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
-        print(f"{key[:58]:58s} {cells[:70]:70s} {spread:>7s} {v.get('setter', '-'):5s} "
+        moved = f"{v['spread'] * 100:6.2f}%" if "spread" in v else "-"
+        print(f"{key[:58]:58s} {cells[:70]:70s} {moved:>7s} {v.get('setter', '-'):5s} "
               f"{'yes' if v['ok'] else 'NO'}")
         if "shared_level" in v:
             print(f"    the reference's latency moved {v.get('reference_spread', float('nan')) * 100:.2f}% across the runs, "

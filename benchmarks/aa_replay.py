@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aa import judge  # noqa: E402
+from aa import judge, spread  # noqa: E402
 from sol_execbench.evaluate.child.timing import paired  # noqa: E402
 from sol_execbench.evaluate.child.timing.statistics import PROCESS_HOST_SHIFT, speedup_interval  # noqa: E402
 from sol_execbench.schema import TimingRounds  # noqa: E402
@@ -152,8 +152,7 @@ def interval_spread(workloads: list[list[dict[str, Any]]]) -> dict[str, float | 
     widths = sorted((row["high"] - row["low"]) / row["speedup"] for rows in workloads for row in rows if row["speedup"])
     repeated = [rows for rows in workloads if len(rows) >= 2]
     pairs = [(a, b) for rows in repeated for a in rows for b in rows if a is not b]
-    spreads = [(max(r["speedup"] for r in rows) - min(r["speedup"] for r in rows)) / statistics.median(r["speedup"] for r in rows)
-               for rows in repeated]
+    spreads = [spread([r["speedup"] for r in rows]) for rows in repeated]
     return {"interval_width_median": statistics.median(widths) if widths else None,
             "interval_width_p90": widths[int(0.9 * len(widths))] if widths else None,
             "rerun_coverage": sum(a["low"] <= b["speedup"] <= a["high"] for a, b in pairs) / len(pairs) if pairs else None,

@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # fidelity_cases, also when loaded by path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fidelity_cases and aa, also when loaded by path
 
 import torch  # noqa: E402
 
+from aa import spread  # noqa: E402
 from fidelity_cases import CASES, PLAIN_LOOP_CASES  # noqa: E402
 from fidelity_ncu import ncu_child, ncu_ground_truth, parse_ncu_csv, parse_ncu_gpc_ms  # noqa: E402,F401
 from sol_execbench.evaluate.child.clock_watch import device_uuid  # noqa: E402
@@ -289,7 +290,7 @@ def plain_loop_met(host_raw_ms: float, plain_ms: float) -> bool:
 def _spread(result: CaseResult) -> None:
     medians = result.repeat_medians_ms
     if len(medians) > 1:
-        result.spread = (max(medians) - min(medians)) / statistics.median(medians)
+        result.spread = spread(medians)
 
 
 def check_targets(result: CaseResult) -> None:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # fidelity.py, also when loaded by path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fidelity.py and aa.py, also when loaded by path
+
+from aa import spread  # noqa: E402  (imports no torch)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm" / "definition.json"
 SHAPES = ((4, 1024), (64, 4096))  # rows x hidden: the bundled example's rmsnorm-small and rmsnorm-decode
@@ -41,11 +42,6 @@ class _NoFlush:
 
     def flush(self) -> None:
         pass
-
-
-def spread(values: list[float]) -> float:
-    """Largest less smallest, over the median."""
-    return (max(values) - min(values)) / statistics.median(values)
 
 
 def summarize(processes: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
