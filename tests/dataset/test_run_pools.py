@@ -47,7 +47,9 @@ def test_a_run_starts_a_pool_of_its_own_and_it_ends_with_the_run(tmp_path, monke
     out, err = run.communicate(timeout=60)
     assert run.returncode == 0, out + err
     assert poll_until(lambda: not run_processes(env["TMPDIR"]), 5.0), run_processes(env["TMPDIR"])
-    assert not [p for p in os.listdir(os.path.join(runtime, f"sol-execbench-{os.getuid()}")) if p.endswith(".sock")]
+    left = os.listdir(os.path.join(runtime, f"sol-execbench-{os.getuid()}"))
+    assert not [p for p in left if p.endswith(".sock")]
+    assert not [p for p in left if p.startswith("pool-run")], left  # nor the logs its pools left empty
 
 
 def test_a_pool_started_with_worker_start_serves_the_run_and_outlives_it(tmp_path, monkeypatch, warm_cpu_pool):

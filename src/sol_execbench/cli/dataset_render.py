@@ -175,7 +175,7 @@ def run_and_render(options: RunOptions) -> int:
     from sol_execbench.cli.run_signals import RunStopped, owned_run
     from sol_execbench.dataset.discovery import DatasetUsageError
     from sol_execbench.dataset.runner import BlobsMissing, run_dataset
-    from sol_execbench.evaluate.parent.process import protect_from_children
+    from sol_execbench.platform.lifetime import protect_from_children
 
     protect_from_children()  # this process's files are not the solutions' to read
     err = Console(stderr=True, soft_wrap=True)

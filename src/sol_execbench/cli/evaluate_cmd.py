@@ -15,6 +15,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 
 # [True] once ``cli.main.main`` runs: the CLI is its own process (a list, mutated, never rebound).
 PROCESS_OWNER = [False]
+# [pid] when the warm pool's command-line process runs this command for a command line (``warm_front``).
+FRONT_PID: list[int | None] = [None]
 
 
 def parse_size(text: str) -> int:
@@ -94,12 +96,15 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
         early = EarlyChild(device, keep_staging)
         click.get_current_context().call_on_close(early.close)  # however the command ends
     from sol_execbench.evaluate import EvalOptions, UsageProblem, evaluate_problem, load_problem, resolve_paths
-    from sol_execbench.evaluate.parent.process import protect_from_children
+    from sol_execbench.platform.lifetime import protect_from_children
     from sol_execbench.schema import FormatError
 
     protect_from_children()  # this process's stdout and -o file are not the solution's to write
 
     err = Console(stderr=True, soft_wrap=True)
+    if verbose and FRONT_PID[0] is not None:
+        err.print(f"[sol-execbench] run by the warm pool's command-line process (pid {FRONT_PID[0]})", highlight=False,
+                  markup=False)
     try:
         paths = resolve_paths(problem_dir, definition, workload, solution)
         problem = load_problem(*paths, config_path=config_path, only=list(only))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import click
 
@@ -94,6 +95,12 @@ def main() -> None:
     from sol_execbench.platform.host import use_bytecode_cache_here
 
     use_bytecode_cache_here()  # before the commands' imports
+    from sol_execbench.cli import warm_front
+
+    if warm_front.evaluates(sys.argv[1:], set(COMMAND_MODULES)):
+        code = warm_front.run_in_front(sys.argv[1:])
+        if code is not None:  # the warm pool's command-line process ran it
+            sys.exit(code)
     from sol_execbench.cli import evaluate_cmd
 
     evaluate_cmd.PROCESS_OWNER[0] = True

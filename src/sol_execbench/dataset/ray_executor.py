@@ -143,7 +143,7 @@ def evaluate_on_worker(loaded: LoadedProblem, cpu_run: bool, settings: Evaluatio
     """One problem on the node and device Ray gave the task (its only visible GPU in a GPU run)."""
     import ray
 
-    from sol_execbench.evaluate.parent.process import protect_from_children
+    from sol_execbench.platform.lifetime import protect_from_children
 
     if __version__ != head_version:
         raise WorkerMismatch(f"this node runs sol-execbench {__version__}, the head {head_version}: install the "

@@ -11,6 +11,7 @@ import signal
 import time
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -58,6 +59,13 @@ def exit_when_pipe_closes(fd: int) -> None:
                 os._exit(137)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def protect_from_children() -> bool:
+    """Make this (parent) process non-dumpable, so a same-user child cannot open its
+    /proc/<pid>/fd/* (its stdout, the -o file) or /proc/<pid>/mem. Linux only; root children are
+    not stopped. Side effect: no core dumps and no ptrace attach by non-root users. True if set."""
+    return _prctl(PR_SET_DUMPABLE, 0)
 
 
 def become_subreaper() -> bool:

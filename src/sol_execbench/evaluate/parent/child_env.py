@@ -8,6 +8,7 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 from sol_execbench.platform.host import runtime_dir, use_bytecode_cache
 
@@ -53,6 +54,26 @@ def pool_file(device: str | None, suffix: str) -> Path:
 
 def server_socket_path(device: str | None) -> Path:
     return pool_file(device, "sock")
+
+
+FRONT_TAKEN = b"t"  # what a front writes on its pipe to the pool when it has taken a command line
+
+
+def front_socket_path() -> Path:
+    """Where the default warm pool's command-line process (``cli/warm_front.py``) waits."""
+    return runtime_dir() / "front.sock"
+
+
+def read_json_line(conn: socket.socket) -> Any:
+    """One newline-ended JSON message from ``conn`` (None if it closed first, or sent nothing but
+    whitespace); raises OSError and ValueError as the socket and the parser do."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data) if data.strip() else None
 
 
 def send_job(socket_path: str | Path, job_path: Path, env: dict[str, str], fds: list[int], answer: bool) -> bool:

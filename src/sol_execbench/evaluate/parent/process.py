@@ -326,15 +326,3 @@ def tail(path: Path, max_bytes: int = 8000) -> tuple[str, int]:
         return "", 0
     return data.decode(errors="replace"), lines
 
-
-def protect_from_children() -> bool:
-    """Make this (parent) process non-dumpable, so a same-user child cannot open its
-    /proc/<pid>/fd/* (its stdout, the -o file) or /proc/<pid>/mem. Linux only; root children are
-    not stopped. Side effect: no core dumps and no ptrace attach by non-root users. True if set."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        return False

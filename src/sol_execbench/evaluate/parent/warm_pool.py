@@ -35,13 +35,16 @@ from sol_execbench.platform.host import (kill_session, listening_socket, pending
                                         remove_orphaned_sockets, runtime_socket)
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 
-from .child_env import (POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment, pool_file,  # noqa: F401  (re-exported)
-                        send_job, server_socket_path, startup_values)
+from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
+                        front_socket_path, pool_file, read_json_line, send_job, server_socket_path,
+                        startup_values)
 
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 _MAX_MESSAGE = 1 << 20
 
+FRONT_MODULE = "sol_execbench.cli.warm_front"  # run by name: the command line's layer sits above this one
+FRONT_FAILURES = 3  # fronts that end without taking a command line before the pool stops starting them
 ENDING_WAIT_S = 5.0  # a take waits at most this long for the handed-out children that are ending
 CHILD_SOCKET_PREFIX = "child-"  # child-<pid of the pool>-<random>.sock in the runtime folder
 
@@ -77,13 +80,7 @@ def _request(path: Path, message: dict[str, Any], timeout: float) -> dict[str, A
             conn.settimeout(timeout)
             conn.connect(str(path))
             conn.sendall(json.dumps(message).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        return json.loads(data) if data else None
+            return read_json_line(conn)
     except (OSError, ValueError):
         return None
 
@@ -176,6 +173,10 @@ def warm_pools(devices: Iterable[str | None], spares: int = 1, answer_s: float =
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            log = pool_file(device, "log")  # named after this run: kept only when the pool wrote to it
+            with contextlib.suppress(OSError):
+                if log.stat().st_size == 0:
+                    log.unlink()
         if before is None:
             os.environ.pop(POOL_NAME_ENV, None)
         else:
@@ -197,6 +198,41 @@ class PoolServer:
         self.last_request = time.monotonic()
         self.stopping = False
         self.life_read, self._life_write = os.pipe()  # the write end closes only when the pool dies
+        # The default pool also keeps a warm command line ready (``cli/warm_front.py``); a run's own
+        # pool and a pool for a named device do not.
+        self.keeps_front = device is None and not os.environ.get(POOL_NAME_ENV)
+        self.front: subprocess.Popen | None = None  # the front waiting for a command line
+        self.front_pipe: int | None = None  # its pipe: a byte when it took one, else only the end
+        self.front_failures = 0
+
+    def _spawn_front(self) -> None:
+        """Start the next front, unless the pool is stopping or fronts keep ending untaken."""
+        if not self.keeps_front or self.stopping or self.front_failures >= FRONT_FAILURES:
+            return
+        pipe_read, pipe_write = os.pipe()
+        args = [sys.executable, "-m", FRONT_MODULE, str(front_socket_path()), str(pipe_write), str(self.life_read)]
+        try:
+            self.front = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True,
+                                          pass_fds=(pipe_write, self.life_read))
+        except OSError:
+            os.close(pipe_read)
+            self.front_failures = FRONT_FAILURES
+            return
+        finally:
+            os.close(pipe_write)
+        self.front_pipe = pipe_read
+
+    def _front_moved(self) -> None:
+        """The front's pipe turned readable: it took a command line (busy now, no longer the
+        pool's) or ended without one; either way the next one starts."""
+        try:
+            took = os.read(self.front_pipe, 1) == FRONT_TAKEN
+        except OSError:
+            took = False
+        os.close(self.front_pipe)
+        self.front_pipe, self.front = None, None
+        self.front_failures = 0 if took else self.front_failures + 1
+        self._spawn_front()
 
     def _spawn(self) -> None:
         path = str(runtime_socket(CHILD_SOCKET_PREFIX))
@@ -285,6 +321,7 @@ class PoolServer:
             else:
                 reply = {"ok": True, "pid": os.getpid(), "device": self.device, "spares": self.spares,
                          "warm": sum(os.path.exists(s) for _, s in self.waiting), "handed_out": len(self.handed),
+                         "front": self.front is not None and front_socket_path().exists(),
                          "fingerprint": self.fingerprint, "idle_timeout_s": self.idle_timeout_s}
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
@@ -293,16 +330,24 @@ class PoolServer:
         for left in (path, Path(pending_socket_path(str(path)))):  # by a pool killed outright
             left.unlink(missing_ok=True)
         remove_orphaned_sockets(CHILD_SOCKET_PREFIX)  # of a pool killed outright, whose children then ended
+        if self.keeps_front:  # a front left waiting by a pool killed outright ended with that pool
+            front = front_socket_path()
+            for left in (front, Path(pending_socket_path(str(front)))):
+                left.unlink(missing_ok=True)
         with listening_socket(str(path), backlog=16) as listener:
             self._replenish()
+            self._spawn_front()
             try:
                 while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s \
                         and (self.owner_pid is None or process_alive(self.owner_pid)):
-                    ready, _, _ = select.select([listener], [], [], 0.5)
-                    if ready:
+                    watched = [listener] + ([self.front_pipe] if self.front_pipe is not None else [])
+                    ready, _, _ = select.select(watched, [], [], 0.5)
+                    if listener in ready:
                         conn, _ = listener.accept()
                         self.last_request = time.monotonic()
                         threading.Thread(target=self._safe_handle, args=(conn,), daemon=True).start()
+                    if self.front_pipe is not None and self.front_pipe in ready:
+                        self._front_moved()
                     self._reap()
             finally:
                 self._shutdown(path)
@@ -346,7 +391,10 @@ class PoolServer:
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                 self._clean_after(pid, abandoned=True)
-        for proc, sock in self.waiting:
+        if self.front_pipe is not None and select.select([self.front_pipe], [], [], 0)[0]:
+            self._front_moved()  # it has just taken a command line (stopping: no next one starts)
+        waiting = list(self.waiting) + ([(self.front, str(front_socket_path()))] if self.front is not None else [])
+        for proc, sock in waiting:  # a front that took a command line is that command's: it runs on
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
