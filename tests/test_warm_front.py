@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sol_execbench.cli.main import COMMAND_MODULES
-from sol_execbench.cli.warm_front import evaluates
+from sol_execbench.cli.warm_front import _identity, evaluates
 from sol_execbench.evaluate.parent.child_env import front_socket_path
 from sol_execbench.evaluate.parent.warm_pool import pool_status, stop_pool
 
@@ -114,6 +114,13 @@ def _fronts(pool_pid: int) -> list[int]:
     return found
 
 
+def _send_request(request: dict) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(front_socket_path()))
+        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+        return json.loads(conn.recv(65536))
+
+
 _AS_SANDBOXED = """import ctypes, sys
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as every sandboxed child runs
 from sol_execbench.cli.warm_front import run_in_front
@@ -126,14 +133,18 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
     (waiting,) = _fronts(warm_pool.pid)
     refused = subprocess.run([sys.executable, "-c", _AS_SANDBOXED], capture_output=True, text=True, timeout=60)
     assert refused.stdout.strip() == "None", refused.stderr  # so the command line would run it itself
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(str(front_socket_path()))
-        request = {"argv": ["--version"], "cwd": str(tmp_path), "env": {}, "umask": 0o22, "streams": [],
-                   "python": sys.executable, "package": "/elsewhere/sol_execbench", "version": "0"}
-        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
-        reply = json.loads(conn.recv(65536))
+    request = {"argv": ["--version"], "cwd": str(tmp_path), "env": {}, "umask": 0o22, "streams": [],
+               "python": sys.executable, "package": "/elsewhere/sol_execbench", "version": "0"}
+    reply = _send_request(request)
     assert reply["ok"] is False and "another interpreter" in reply["reason"]
     assert _fronts(warm_pool.pid) == [waiting] and _front_waiting()  # still waiting for its command line
+
+    # The same install, from a folder that is gone by the time the front takes over: refused, so the
+    # command line runs the command itself (and says what is wrong); the next front waits.
+    reply = _send_request({**request, **_identity(), "cwd": str(tmp_path / "gone")})
+    assert reply["ok"] is False and "gone" in reply["reason"]
+    assert poll_until(lambda: not process_alive(waiting), 10) and poll_until(_front_waiting, 60)
+    (waiting,) = _fronts(warm_pool.pid)
 
     stop_pool(None)
     warm_pool.wait(timeout=30)
