@@ -4,9 +4,11 @@ A ``sol-execbench`` evaluation spends about 0.3 s of its own before its child ha
 the child is done: starting the interpreter, importing the command (pydantic's models, rich, the
 evaluation's parent side), tearing the interpreter down. The default warm pool (``worker start``
 without ``--device``) keeps one *front* process waiting on ``front.sock`` in the runtime folder
-with those imports made. A command line that evaluates (and has no ``--no-warm-pool``, no ``SOL_EXECBENCH_WARM_FRONT=0``) connects,
-hands over its arguments, working folder, environment, umask and standard streams, passes on the
-signals it receives (SIGINT, SIGTERM, SIGHUP), and exits with the status the front reports. The
+with those imports made. A command line that evaluates (and has neither ``--no-warm-pool`` nor
+``SOL_EXECBENCH_WARM_FRONT=0``) connects, hands over its arguments, working folder, environment,
+umask and standard streams, passes on the signals it receives (SIGINT, SIGTERM, SIGHUP), and exits
+with the status the front reports (128 + the signal's number if it passed one on and the front
+ended without a status, as a shell reports a process a signal ended). The
 front runs that one command exactly as the command line would have, then exits; the pool starts
 another. A command line that cannot be served (no front, a peer refused, other sources) runs the
 command itself: nothing is different but the time it takes.
@@ -98,7 +100,10 @@ def _await_exit(conn: socket.socket, front_pid: int) -> int:
 
     protect_from_children()  # this process holds the terminal: no child may open it through /proc
 
+    forwarded: list[int] = []
+
     def forward(signum: int, _frame: Any) -> None:
+        forwarded.append(signum)
         try:
             os.kill(front_pid, signum)
         except ProcessLookupError:
@@ -113,6 +118,8 @@ def _await_exit(conn: socket.socket, front_pid: int) -> int:
         reply = None
     finally:
         conn.close()
+    if (reply is None or "exit" not in reply) and forwarded:
+        return 128 + forwarded[-1]  # the signal ended the front before its command could report
     if reply is None or "exit" not in reply:
         print(f"sol-execbench: the warm pool's command-line process (pid {front_pid}) ended without an exit status",
               file=sys.stderr)
@@ -123,9 +130,10 @@ def _await_exit(conn: socket.socket, front_pid: int) -> int:
 # -- the front's side ----------------------------------------------------------------------------
 
 def serve(path: str, taken_fd: int | None, pool_pipe_fd: int | None) -> None:
-    """Wait on ``path`` for one command line, run its command, exit. ``taken_fd`` is closed once a
-    command line was taken (the pool then starts the next front); while waiting, the front ends
-    when the pool's pipe (``pool_pipe_fd``) closes, as the pool's warm children do."""
+    """Wait on ``path`` for one command line, run its command, exit. On ``taken_fd`` the pool reads
+    ``FRONT_TAKEN`` once a command line was taken, or only the pipe's end when the front ends
+    without one (either way it starts the next front); while waiting, the front ends when the
+    pool's pipe (``pool_pipe_fd``) closes, as the pool's warm children do."""
     from sol_execbench.platform.host import listening_socket, use_bytecode_cache_here
 
     use_bytecode_cache_here()
