@@ -75,3 +75,14 @@ def test_rows_carry_each_runs_wall_time_and_the_ratio_to_upstream_and_the_target
     assert bench.target_summary([fast, slow]) == {"warm": {"target": 0.35, "within": 1, "of": 2, "largest_ratio": 0.5}}
     text = bench._format_row(dict(row, cold_verdicts={}))
     assert f"{row['warm_ratio']:.2f}x" in text and f"({min(row['warm_walls_s']):.2f}-" in text
+
+
+def test_no_mode_always_goes_first_or_follows_the_same_one():
+    bench = _bench()
+    names = ["cold", "warm", "warm_self", "upstream"]
+    rounds = [bench.run_order(names, r) for r in range(4)]
+    assert all(sorted(order) == sorted(names) for order in rounds)
+    assert sorted(order[0] for order in rounds) == sorted(names)  # each goes first once
+    pairs = [(a, b) for order in rounds for a, b in zip(order, order[1:])]
+    assert len(set(pairs)) == len(pairs) == 12  # and follows each other mode once
+    assert bench.run_order(["cold", "warm", "upstream"], 1) == ["warm", "upstream", "cold"]
