@@ -161,7 +161,7 @@ def serve(path: str, taken_fd: int | None, pool_pipe_fd: int | None) -> None:
     _end_waiting(listener, path, taken_fd, taken=True)
     try:
         _adopt(request, fds)
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # a folder gone, a malformed request
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:  # a folder gone, a malformed request
         _send(conn, {"ok": False, "reason": f"the command line's state could not be taken over: {exc}"})
         os._exit(0)
     _send(conn, {"ok": True, "pid": os.getpid()})
