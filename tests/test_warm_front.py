@@ -12,14 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sol_execbench.cli.main import COMMAND_MODULES
+from click.testing import CliRunner
+
+from sol_execbench.cli.main import COMMAND_MODULES, _register, cli
 from sol_execbench.cli.warm_front import _identity, evaluates
 from sol_execbench.evaluate.parent.child_env import front_socket_path
 from sol_execbench.evaluate.parent.warm_pool import pool_status, stop_pool
+from sol_execbench.schema.warm_pool import WorkerStatus
 
 from .problems import (CLI, cli_env, cli_problem, kill_after_first_trace, poll_until, process_alive, staging_left,
                        trace_lines)
 
+_register()
 ADD = "def run(a, b):\n    return a + b\n"
 _FRONT_LINE = re.compile(r"run by the warm pool's command-line process \(pid (\d+)\)")
 
@@ -146,9 +150,14 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
     assert poll_until(lambda: not process_alive(waiting), 10) and poll_until(_front_waiting, 60)
     (waiting,) = _fronts(warm_pool.pid)
 
+    shown = CliRunner().invoke(cli, ["worker", "status"])
+    assert shown.exit_code == 0 and WorkerStatus.model_validate_json(shown.output).front is True
+
     stop_pool(None)
     warm_pool.wait(timeout=30)
     assert poll_until(lambda: not process_alive(waiting), 10) and not front_socket_path().exists()
+    gone = CliRunner().invoke(cli, ["worker", "status"])
+    assert gone.exit_code == 1 and json.loads(gone.output) == {"running": False}
 
 
 def test_a_pool_for_a_named_device_keeps_no_front(warm_cpu_pool):

@@ -138,7 +138,8 @@ def test_contract_json(run):
                                    "score_report", "scoring_baseline", "baseline_comparison", "bench_allreduce",
                                    "bench_gemm_sweep", "bench_baseline", "bench_fast_p", "bench_hardware_comparison",
                                    "profile", "static_evidence", "timing_evidence", "timing_evidence_workload",
-                                   "timing_coverage", "timing_coverage_summary", "timing_rounds"}
+                                   "timing_coverage", "timing_coverage_summary", "timing_rounds",
+                                   "worker_status"}
     # objects with named fields, or a mapping of names to objects (a baseline file: level -> problem -> entry)
     assert all("properties" in schema or "additionalProperties" in schema for schema in doc["formats"].values())
     names = {c["name"] for c in doc["cli_commands"]}

@@ -69,9 +69,11 @@ def _wait_for_probe(probe, deadline: float) -> None:
 def worker_status(device) -> None:
     """Print the pool's state as JSON (exit 1 when none runs)."""
     from sol_execbench.evaluate.parent.warm_pool import pool_status
+    from sol_execbench.schema.warm_pool import WorkerStatus
 
     status = pool_status(device)
-    click.echo(json.dumps(status or {"running": False}, indent=2))
+    document = WorkerStatus.model_validate(status) if status else WorkerStatus(running=False)
+    click.echo(json.dumps(document.model_dump(exclude_none=True), indent=2))
     raise SystemExit(0 if status else 1)
 
 

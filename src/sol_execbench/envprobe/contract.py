@@ -24,6 +24,7 @@ from sol_execbench.schema.containers import CompatibilityEntry, CompatibilityMat
 from sol_execbench.schema.calibration import Calibration
 from sol_execbench.schema.comparison import BaselineComparison
 from sol_execbench.schema.scores import ScoreReport, ScoringBaseline
+from sol_execbench.schema.warm_pool import WorkerStatus
 from sol_execbench.schema.profiling import (ProblemTimingEvidence, ProfileSidecar, StaticEvidenceSidecar, TimingCoverage,
                                             TimingCoverageSummary, WorkloadTimingEvidence)
 
@@ -65,6 +66,7 @@ FORMATS = {
     "timing_coverage": TimingCoverage,
     "timing_coverage_summary": TimingCoverageSummary,
     "timing_rounds": TimingRounds,
+    "worker_status": WorkerStatus,
 }
 
 

@@ -34,6 +34,7 @@ import sol_execbench
 from sol_execbench.platform.host import (kill_session, listening_socket, pending_socket_path, process_alive,
                                         remove_orphaned_sockets, runtime_socket)
 from sol_execbench.sandbox.peer import refusal as peer_refusal
+from sol_execbench.schema.warm_pool import WorkerStatus
 
 from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
                         front_socket_path, pool_file, read_json_line, send_job, server_socket_path,
@@ -319,10 +320,11 @@ class PoolServer:
                          "warm": len(self.waiting), "handed_out": len(self.handed)}
                 self.stopping = True
             else:
-                reply = {"ok": True, "pid": os.getpid(), "device": self.device, "spares": self.spares,
-                         "warm": sum(os.path.exists(s) for _, s in self.waiting), "handed_out": len(self.handed),
-                         "front": self.front is not None and front_socket_path().exists(),
-                         "fingerprint": self.fingerprint, "idle_timeout_s": self.idle_timeout_s}
+                reply = WorkerStatus(ok=True, pid=os.getpid(), device=self.device, spares=self.spares,
+                                     warm=sum(os.path.exists(s) for _, s in self.waiting), handed_out=len(self.handed),
+                                     front=self.front is not None and front_socket_path().exists(),
+                                     fingerprint=self.fingerprint,
+                                     idle_timeout_s=self.idle_timeout_s).model_dump(exclude_none=True)
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
     def serve(self) -> None:

@@ -1,0 +1,32 @@
+"""What ``sol-execbench worker status`` prints: the state of a warm pool, or that none runs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .base import NonNegativeInt, SchemaModel
+
+
+class WorkerStatus(SchemaModel):
+    """A warm pool's answer to a status request, or ``{"running": false}`` when none answered."""
+
+    running: bool = True
+    """False when no pool answered for the device (every other field is then absent)."""
+    ok: Optional[bool] = None
+    pid: Optional[int] = None
+    """The pool server's process."""
+    device: Optional[str] = None
+    """The device the pool was started for; null for the default (the first GPU, else the CPU)."""
+    spares: Optional[NonNegativeInt] = None
+    """Warm evaluation processes the pool keeps ready."""
+    warm: Optional[NonNegativeInt] = None
+    """Of them, those ready now (the others are still starting)."""
+    handed_out: Optional[NonNegativeInt] = None
+    """Processes handed to evaluations whose end the pool has not yet seen."""
+    front: Optional[bool] = None
+    """A command-line process waits on ``front.sock`` (the default pool only: ``cli/warm_front.py``)."""
+    fingerprint: Optional[str] = None
+    """Of the start-up environment (interpreter, package and its sources, device, start-up variables):
+    a pool hands a process only to an evaluation with the same one."""
+    idle_timeout_s: Optional[float] = None
+    """Seconds without a request after which the pool exits."""
