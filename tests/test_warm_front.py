@@ -145,10 +145,11 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
 
     # The same install, from a folder that is gone by the time the front takes over: refused, so the
     # command line runs the command itself (and says what is wrong); the next front waits.
-    reply = _send_request({**request, **_identity(), "cwd": str(tmp_path / "gone")})
-    assert reply["ok"] is False and "gone" in reply["reason"]
-    assert poll_until(lambda: not process_alive(waiting), 10) and poll_until(_front_waiting, 60)
-    (waiting,) = _fronts(warm_pool.pid)
+    for broken, why in (({"cwd": str(tmp_path / "gone")}, "gone"), ({"streams": [{}]}, "could not be taken over")):
+        reply = _send_request({**request, **_identity(), **broken})  # a malformed one likewise
+        assert reply["ok"] is False and why in reply["reason"], reply
+        assert poll_until(lambda pid=waiting: not process_alive(pid), 10) and poll_until(_front_waiting, 60)
+        (waiting,) = _fronts(warm_pool.pid)
 
     shown = CliRunner().invoke(cli, ["worker", "status"])
     assert shown.exit_code == 0 and WorkerStatus.model_validate_json(shown.output).front is True
