@@ -15,8 +15,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sol_execbench.cli.main import COMMAND_MODULES, _register, cli
-from sol_execbench.cli.warm_front import _identity, evaluates
-from sol_execbench.evaluate.parent.child_env import front_socket_path
+from sol_execbench.cli.warm_front import evaluates
+from sol_execbench.evaluate.parent.child_env import front_socket_path, package_identity
 from sol_execbench.evaluate.parent.warm_pool import pool_status, stop_pool
 from sol_execbench.schema.warm_pool import WorkerStatus
 
@@ -146,7 +146,7 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
     # The same install, from a folder that is gone by the time the front takes over: refused, so the
     # command line runs the command itself (and says what is wrong); the next front waits.
     for broken, why in (({"cwd": str(tmp_path / "gone")}, "gone"), ({"streams": [{}]}, "could not be taken over")):
-        reply = _send_request({**request, **_identity(), **broken})  # a malformed one likewise
+        reply = _send_request({**request, **package_identity(), **broken})  # a malformed one likewise
         assert reply["ok"] is False and why in reply["reason"], reply
         assert poll_until(lambda pid=waiting: not process_alive(pid), 10) and poll_until(_front_waiting, 60)
         (waiting,) = _fronts(warm_pool.pid)

@@ -101,7 +101,13 @@ def main() -> None:
         code = warm_front.run_in_front(sys.argv[1:])
         if code is not None:  # the warm pool's command-line process ran it
             sys.exit(code)
+    run_as_process()
+
+
+def run_as_process(args: list[str] | None = None) -> None:
+    """The command line (``args``, else ``sys.argv``) as the process's own: its run owns the
+    process's signals and children (``evaluate_cmd.PROCESS_OWNER``). Exits as click does."""
     from sol_execbench.cli import evaluate_cmd
 
     evaluate_cmd.PROCESS_OWNER[0] = True
-    cli(prog_name="sol-execbench")
+    cli(prog_name="sol-execbench", args=args)

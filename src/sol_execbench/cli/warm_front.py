@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.evaluate.parent.child_env import FRONT_TAKEN, front_socket_path, read_json_line
+from sol_execbench.evaluate.parent.child_env import FRONT_TAKEN, front_socket_path, package_identity, read_json_line
 
 # The signals a command line passes on to the front running its command.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -53,14 +53,6 @@ def evaluates(argv: list[str], commands: set[str]) -> bool:
     return argv[0] == "evaluate" or argv[0] not in commands
 
 
-def _identity() -> dict[str, str]:
-    """What a front must share with the command line: interpreter, package folder, version."""
-    import sol_execbench
-
-    return {"python": sys.executable, "package": str(Path(sol_execbench.__file__).parent),
-            "version": sol_execbench.__version__}
-
-
 def run_in_front(argv: list[str]) -> int | None:
     """Hand ``argv`` to the warm pool's front and wait for its exit status; None when no front
     took it (the caller then runs the command itself)."""
@@ -72,7 +64,7 @@ def run_in_front(argv: list[str]) -> int | None:
         conn.settimeout(5)
         conn.connect(str(path))
         request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask(),
-                   "streams": [_stream_settings(s) for s in (sys.stdin, sys.stdout, sys.stderr)], **_identity()}
+                   "streams": [_stream_settings(s) for s in (sys.stdin, sys.stdout, sys.stderr)], **package_identity()}
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], list(range(_STREAMS)))
         reply = read_json_line(conn)
     except (OSError, ValueError):
@@ -140,7 +132,7 @@ def serve(path: str, taken_fd: int | None, pool_pipe_fd: int | None) -> None:
     _import_ahead()
     from sol_execbench.evaluate.parent.warm_pool import source_stamp
 
-    identity = _identity()
+    identity = package_identity()
     stamp = source_stamp(Path(identity["package"]))
     listener = listening_socket(path, backlog=1)
     taken = threading.Event()
@@ -279,14 +271,13 @@ def _run_command(argv: list[str], conn: socket.socket) -> int:
     import traceback
 
     from sol_execbench.cli import evaluate_cmd
-    from sol_execbench.cli.main import cli
+    from sol_execbench.cli.main import run_as_process
 
     reported = threading.Event()
     threading.Thread(target=_stop_when_gone, args=(conn, reported), daemon=True).start()
-    evaluate_cmd.PROCESS_OWNER[0] = True
     evaluate_cmd.FRONT_PID[0] = os.getpid()
     try:
-        cli(prog_name="sol-execbench", args=argv)
+        run_as_process(argv)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

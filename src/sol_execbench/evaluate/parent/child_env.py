@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,15 @@ def pool_file(device: str | None, suffix: str) -> Path:
 
 def server_socket_path(device: str | None) -> Path:
     return pool_file(device, "sock")
+
+
+def package_identity() -> dict[str, str]:
+    """The interpreter, package folder and version this process runs: a warm process (a pool's
+    child, its command-line process) serves only a caller with the same."""
+    import sol_execbench
+
+    return {"python": sys.executable, "package": str(Path(sol_execbench.__file__).parent),
+            "version": sol_execbench.__version__}
 
 
 FRONT_TAKEN = b"t"  # what a front writes on its pipe to the pool when it has taken a command line

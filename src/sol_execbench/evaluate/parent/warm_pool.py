@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-import sol_execbench
 from sol_execbench.platform.host import (kill_session, listening_socket, pending_socket_path, process_alive,
                                         remove_orphaned_sockets, runtime_socket)
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 from sol_execbench.schema.warm_pool import WorkerStatus
 
 from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
-                        front_socket_path, pool_file, read_json_line, send_job, server_socket_path,
+                        front_socket_path, package_identity, pool_file, read_json_line, send_job, server_socket_path,
                         startup_values)
 
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
@@ -65,11 +64,9 @@ def source_stamp(root: Path) -> str:
 
 
 def startup_fingerprint(env: dict[str, str], device: str | None) -> str:
-    values = startup_values(env)
-    package_dir = Path(sol_execbench.__file__).parent
-    payload = json.dumps({"python": sys.executable, "package": str(package_dir), "sources": source_stamp(package_dir),
-                          "version": sol_execbench.__version__, "device": device or "auto", "env": values},
-                         sort_keys=True)
+    identity = package_identity()
+    payload = json.dumps({**identity, "sources": source_stamp(Path(identity["package"])), "device": device or "auto",
+                          "env": startup_values(env)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
