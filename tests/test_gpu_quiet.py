@@ -3,7 +3,10 @@ idle warm children are not counted as other processes on the GPU."""
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import tempfile
 import threading
 import time
 from types import SimpleNamespace
@@ -14,12 +17,16 @@ from sol_execbench.evaluate.child import gpu_quiet
 
 
 @pytest.fixture(autouse=True)
-def _own_runtime_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+def _own_runtime_dir(monkeypatch):
+    # A short path of each test's own: runtime_dir() falls back to the shared /tmp for a long one
+    # (pytest's tmp_path), where tests running in parallel would see each other's locks and marks.
+    folder = tempfile.mkdtemp(prefix="gq", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
     yield
     for fd in gpu_quiet._held:
         os.close(fd)
     gpu_quiet._held.clear()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
@@ -58,21 +65,58 @@ def test_an_evaluation_holds_the_device_only_from_its_first_timed_pass():
     """The lock file is opened at the child's start (before its sandbox); until ``take`` a warm-up
     may use the device (the evaluation's correctness rounds time nothing), after it a warm-up waits."""
     hold = gpu_quiet.SharedHold(0)
-    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
-        assert got is True
+    with gpu_quiet.exclusive(0, wait_s=0.2) as turn:
+        assert turn.alone is True
     assert hold.take() is None
-    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
-        assert got is False
+    with gpu_quiet.exclusive(0, wait_s=0.2) as turn:
+        assert turn.alone is False
     assert hold.take() is None and len(gpu_quiet._held) == 1  # taken once
+
+
+def test_a_warm_up_gives_the_device_to_a_waiting_evaluation_at_its_next_step():
+    """An evaluation reaching its timed passes during a warm-up gets the device once the step under
+    way ends, not after the whole warm-up; the warm-up then waits until that evaluation is over."""
+    steps_run: list[int] = []
+    first_step, release_step = threading.Event(), threading.Event()
+    given_up = []
+
+    def warm_up():
+        with gpu_quiet.exclusive(0, wait_s=5) as turn:
+            for n in range(3):
+                steps_run.append(n)
+                if n == 0:
+                    first_step.set()
+                    release_step.wait(5)  # the step under way when the evaluation comes
+                turn.between_steps()
+            given_up.append(turn.given_up)
+
+    worker = threading.Thread(target=warm_up)
+    worker.start()
+    assert first_step.wait(5)
+    hold = gpu_quiet.SharedHold(0)
+    threading.Timer(0.3, release_step.set).start()
+    assert hold.take(wait_s=5) is None
+    assert steps_run == [0] and hold.waited_s >= 0.25  # granted at the end of the first step
+    time.sleep(0.3)
+    assert steps_run == [0]  # no step runs while the evaluation holds the device
+    os.close(gpu_quiet._held.pop())  # the evaluation exits
+    worker.join(5)
+    assert steps_run == [0, 1, 2] and given_up == [1]
+
+    with gpu_quiet.exclusive(0, wait_s=5) as turn:  # nobody waits: the warm-up keeps the device
+        turn.between_steps()
+        assert turn.alone and turn.given_up == 0
+    free = gpu_quiet.SharedHold(0)
+    assert free.take() is None and free.waited_s < 0.1  # no warm-up: no wait to speak of
 
 
 def test_a_warm_up_waits_for_evaluations_only_so_long():
     assert gpu_quiet.SharedHold(0).take() is None
     began = time.monotonic()
-    with gpu_quiet.exclusive(0, wait_s=0.2) as got:
-        assert got is False and time.monotonic() - began >= 0.2
-    with gpu_quiet.exclusive(1, wait_s=0.2) as got:
-        assert got is True  # another device is free
+    with gpu_quiet.exclusive(0, wait_s=0.2) as turn:
+        assert turn.alone is False and time.monotonic() - began >= 0.2
+    with gpu_quiet.exclusive(1, wait_s=0.2) as turn:
+        assert turn.alone is True  # another device is free
 
 
 def test_devices_have_locks_of_their_own(monkeypatch):
@@ -148,7 +192,7 @@ def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_loc
 
     monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
                                                                                torch_device="cuda:0"))
-    monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
+    monkeypatch.setattr(warm_child, "_device_steps", lambda info: [functools.partial(fake_device_work, info)])
     warm_child._warm_up(None)
     assert seen["device"] == "cuda:0" and seen["marked"] and "still warming up" in seen["evaluation_warning"]
     assert os.getpid() in gpu_quiet.idle_pids()
@@ -159,8 +203,6 @@ def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_loc
 def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until_it_is_over(monkeypatch):
     """Past its wait for the device, a warm-up runs beside an evaluation's timed passes: it is not
     marked idle while it does."""
-    import functools
-
     import sol_execbench.platform as platform
     from sol_execbench.evaluate.child import warm_child
 
@@ -171,7 +213,7 @@ def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until
 
     monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
                                                                                torch_device="cuda:0"))
-    monkeypatch.setattr(warm_child, "_warm_device", fake_device_work)
+    monkeypatch.setattr(warm_child, "_device_steps", lambda info: [functools.partial(fake_device_work, info)])
     monkeypatch.setattr(gpu_quiet, "exclusive", functools.partial(gpu_quiet.exclusive, wait_s=0.2))
     assert gpu_quiet.SharedHold(0).take() is None  # an evaluation measuring on the device
     warm_child._warm_up(None)

@@ -6,12 +6,15 @@ and the pool starts a replacement exactly when it hands a child out. So:
 
 - every evaluation child on a GPU holds a shared lock on a per-device file from its first timed
   pass until it exits (its correctness rounds may run beside a warm-up: they time nothing);
-- a warm child takes the exclusive lock around its device warm-up: it waits while evaluations
-  measure, and an evaluation that reaches its timed passes meanwhile waits for the warm-up to end.
+- a warm child takes the exclusive lock around its device warm-up, which runs in steps of at most
+  a few tenths of a second: it waits while evaluations measure, and an evaluation that reaches its
+  timed passes meanwhile says so (a shared lock on the device's ``.want`` file while it waits), and
+  the warm-up gives the device up at its next step, to take it back once that evaluation is over.
 
 The pool starts a replacement child as it hands one out, so with evaluations back to back the
 replacement's device warm-up falls at the start of the next evaluation, which loads its solution
-and runs its correctness rounds meanwhile.
+and runs its correctness rounds meanwhile; an evaluation whose timed passes come first waits for
+one step, not for the whole warm-up (about a second on an H100).
 
 A warm child holds a device context, which the driver lists as a process using the GPU. Until
 it is handed a job its device work runs only under the exclusive lock, never beside a timed pass,
@@ -35,8 +38,12 @@ from pathlib import Path
 
 from sol_execbench.platform.host import process_alive, runtime_dir
 
+from .. import phases
+
 SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to finish
 EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluations (see exclusive)
+HANDOVER_S = 0.5  # a warm-up that gave the device up waits this long at most for the evaluation to take it
+WANT_SUFFIX = ".want"
 _held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
 
 
@@ -74,8 +81,20 @@ def _lock(fd: int, kind: int, wait_s: float) -> bool:
             time.sleep(0.01)
 
 
-def _open_lock(device_index: int | None) -> int:
-    return os.open(lock_path(device_index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _open_lock(device_index: int | None, suffix: str = "") -> int:
+    """The device's lock file (``suffix`` ".want": the file whose shared lock says an evaluation waits)."""
+    path = lock_path(device_index)
+    return os.open(path.with_name(path.name + suffix), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _someone_waits(want_fd: int) -> bool:
+    """Whether an evaluation holds the shared lock of the device's ``.want`` file: waits for the device."""
+    try:
+        fcntl.flock(want_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(want_fd, fcntl.LOCK_UN)
+    return False
 
 
 class SharedHold:
@@ -84,14 +103,30 @@ class SharedHold:
 
     def __init__(self, device_index: int | None):
         self._fd: int | None = _open_lock(device_index)
+        self._want_fd: int | None = _open_lock(device_index, WANT_SUFFIX)
+        self.waited_s = 0.0  # how long ``take`` waited for a warm-up
 
     def take(self, wait_s: float = SHARED_WAIT_S) -> str | None:
         """Take the lock (once; later calls do nothing). None, or a warning when a warm-up kept it
-        past ``wait_s`` (the evaluation then goes on without it)."""
+        past ``wait_s`` (the evaluation then goes on without it). While it waits, it holds the
+        shared lock of the ``.want`` file: a warm-up gives the device up at its next step."""
         fd, self._fd = self._fd, None
+        want, self._want_fd = self._want_fd, None
         if fd is None:
             return None
-        if _lock(fd, fcntl.LOCK_SH, wait_s):
+        began = time.monotonic()
+        try:
+            granted = _lock(fd, fcntl.LOCK_SH, 0.0)
+            if not granted and want is not None:
+                fcntl.flock(want, fcntl.LOCK_SH)
+                granted = _lock(fd, fcntl.LOCK_SH, wait_s)
+        finally:
+            if want is not None:
+                os.close(want)  # releases the want lock
+        self.waited_s = time.monotonic() - began
+        if self.waited_s >= 0.001:
+            phases.phase(f"waited {self.waited_s:.3f} s for a warm process's device warm-up")
+        if granted:
             _held.append(fd)
             return None
         os.close(fd)
@@ -99,17 +134,47 @@ class SharedHold:
                 "timing went ahead beside it")
 
 
+class DeviceTurn:
+    """A warm-up's exclusive hold of the device, given up between steps to an evaluation that waits
+    for it (``between_steps``). ``alone``: whether the warm-up holds the device now; false once a
+    wait for it ran past its bound, after which the warm-up runs beside evaluations."""
+
+    def __init__(self, device_index: int | None, wait_s: float):
+        self.wait_s = wait_s
+        self.given_up = 0  # times the device went to a waiting evaluation
+        self._fd = _open_lock(device_index)
+        self._want_fd = _open_lock(device_index, WANT_SUFFIX)
+        self.alone = _lock(self._fd, fcntl.LOCK_EX, wait_s)
+
+    def between_steps(self) -> None:
+        """Where an evaluation waits for the device, let it take the device, then wait (at most
+        ``wait_s``) for the device again: until that evaluation, and any that took it meanwhile, exit."""
+        if not self.alone or not _someone_waits(self._want_fd):
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self.given_up += 1
+        handover = time.monotonic() + HANDOVER_S  # the evaluation polls every 10 ms
+        while _someone_waits(self._want_fd) and time.monotonic() < handover:
+            time.sleep(0.005)
+        self.alone = _lock(self._fd, fcntl.LOCK_EX, self.wait_s)
+
+    def close(self) -> None:
+        os.close(self._want_fd)
+        os.close(self._fd)  # releases the lock
+
+
 @contextlib.contextmanager
-def exclusive(device_index: int | None, wait_s: float = EXCLUSIVE_WAIT_S) -> Iterator[bool]:
-    """The device to itself (no evaluation running) for the duration of the block; yields whether
-    it got it. Evaluations that overlap one another (several at once on one GPU) would keep a
-    waiting warm-up out for good, since a shared lock is granted while an exclusive one waits; so
-    the wait is bounded, and past it the warm-up runs beside them (they already share the GPU)."""
-    fd = _open_lock(device_index)
+def exclusive(device_index: int | None, wait_s: float = EXCLUSIVE_WAIT_S) -> Iterator[DeviceTurn]:
+    """The device to itself (no evaluation measuring) for the duration of the block, between steps
+    given up to evaluations that wait for it. Evaluations that overlap one another (several at once
+    on one GPU) would keep a waiting warm-up out for good, since a shared lock is granted while an
+    exclusive one waits; so each wait is bounded, and past it the warm-up runs beside them (they
+    already share the GPU)."""
+    turn = DeviceTurn(device_index, wait_s)
     try:
-        yield _lock(fd, fcntl.LOCK_EX, wait_s)
+        yield turn
     finally:
-        os.close(fd)  # releases the lock
+        turn.close()
 
 
 def _idle_mark(pid: int) -> Path:

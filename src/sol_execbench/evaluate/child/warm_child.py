@@ -7,9 +7,10 @@ on; the socket appears when the child is warm. The evaluation that takes it hand
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import sys
+from collections.abc import Callable
 
 from sol_execbench.platform.host import listening_socket
 
@@ -27,24 +28,31 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
     _import_ahead(info)
-    # The device work below runs under gpu_quiet's exclusive lock, so it never overlaps an
-    # evaluation's timed passes. Holding the lock, the child marks itself idle first: it launches
-    # nothing after this warm-up. ``exclusive`` waits a bounded time; without the lock the warm-up
-    # may overlap timed passes, and the child marks itself idle once it is over.
-    with gpu_quiet.exclusive(info.index) if info.is_gpu else contextlib.nullcontext(False) as alone:
-        if alone:
-            gpu_quiet.mark_idle()
-        _warm_device(info)
-    if info.is_gpu:
-        _warm_clock_reader(info)
-        if not alone:
-            gpu_quiet.mark_idle()
+    if not info.is_gpu:
+        for step in _device_steps(info):
+            step()
+        return
+    # The device work runs in steps under gpu_quiet's exclusive lock, so it never overlaps an
+    # evaluation's timed passes, and an evaluation reaching them waits for one step, not the whole
+    # warm-up. Holding the lock, the child is marked idle: it launches nothing after this warm-up,
+    # and nothing while an evaluation measures. ``exclusive`` waits a bounded time; without the lock
+    # a step may overlap timed passes, and the child is marked idle only once the warm-up is over.
+    with gpu_quiet.exclusive(info.index) as turn:
+        for step in _device_steps(info):
+            if turn.alone:
+                gpu_quiet.mark_idle()
+            else:
+                gpu_quiet.unmark_idle()
+            step()
+            turn.between_steps()
+    _warm_clock_reader(info)
+    gpu_quiet.mark_idle()
 
 
 def _import_ahead(info) -> None:
     """Import what an evaluation imports and what the device warm-up imports (the profiler's
-    torch._dynamo, Triton's code generator) before the exclusive lock is taken: seconds of CPU
-    that need no device."""
+    torch._dynamo, Triton's code generator), and compute Triton's cache key (a hash of its sources
+    and libtriton, 0.4 s), before the exclusive lock is taken: seconds of CPU that need no device."""
     import_for_job(info)
     if info.is_gpu:
         import torch._dynamo  # noqa: F401  (the profiler imports it when it first starts)
@@ -52,7 +60,11 @@ def _import_ahead(info) -> None:
         import triton  # noqa: F401
 
         if info.is_gpu:
+            from triton.runtime.cache import triton_key
+
             from . import _triton_warm  # noqa: F401  (defines the warm-up kernel: Triton's front end)
+
+            triton_key()  # cached for the process: the warm-up kernel's compile, and the job's, reuse it
     except Exception:  # noqa: BLE001  (no Triton, or it does not import here: the solution will say so)
         pass
 
@@ -68,25 +80,38 @@ def _warm_clock_reader(info) -> None:
     ClockReader(info.vendor, info.index, device_uuid(info)).read()  # never raises (a probe)
 
 
-def _warm_device(info) -> None:
+def _device_steps(info) -> list[Callable[[], None]]:
+    """The device warm-up, in steps of at most a few tenths of a second (an evaluation that waits
+    for the device waits for one): the device made current (its context created), each dtype's
+    kernels, a first timed measurement, a Triton launch."""
+    steps: list[Callable[[], None]] = [functools.partial(_use_device, info)]
+    steps += [functools.partial(_warm_dtype, info, name) for name in ("float32", "bfloat16", "float16")]
+    if info.is_gpu:
+        steps += [functools.partial(_warm_device_timing, info), functools.partial(_warm_triton, info)]
+    return steps
+
+
+def _use_device(info) -> None:
     import torch
 
     from sol_execbench.platform import make_current
 
     make_current(info)  # the evaluation's device, as run_job makes it; here, under the exclusive hold
-    dev = torch.device(info.torch_device)
-    for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        a = torch.randn(64, 64, device=dev, dtype=dtype)
-        b = (a @ a).float()
-        torch.linalg.vector_norm(b)
-        torch.isfinite(b).all()
-        (b - b).abs().max().item()
-    torch.randint(0, 10, (16,), device=dev)
+    torch.randint(0, 10, (16,), device=info.torch_device)
     if info.is_gpu:
         torch.cuda.Event(enable_timing=True).record()
-        torch.cuda.synchronize(dev)
-        _warm_device_timing(info)
-        _warm_triton(info)
+        torch.cuda.synchronize(info.torch_device)
+
+
+def _warm_dtype(info, dtype_name: str) -> None:
+    """A matrix product, a norm, a finiteness check and a largest difference in one dtype."""
+    import torch
+
+    a = torch.randn(64, 64, device=info.torch_device, dtype=getattr(torch, dtype_name))
+    b = (a @ a).float()
+    torch.linalg.vector_norm(b)
+    torch.isfinite(b).all()
+    (b - b).abs().max().item()
 
 
 def _warm_triton(info) -> None:
