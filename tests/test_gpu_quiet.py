@@ -220,3 +220,40 @@ def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until
     assert seen == {"marked": False}
     assert os.getpid() in gpu_quiet.idle_pids()  # idle once its warm-up is over
     gpu_quiet.unmark_idle()
+
+
+def test_a_warm_child_is_warm_without_waiting_for_an_evaluation_that_came_during_its_last_step(monkeypatch):
+    """The device goes to a waiting evaluation between steps only: after the last step the warm-up
+    is over and its lock released, so the child does not wait for that evaluation to end."""
+    import sol_execbench.platform as platform
+    from sol_execbench.evaluate.child import warm_child
+
+    in_last, go_on, warm = threading.Event(), threading.Event(), threading.Event()
+
+    def last_step():
+        in_last.set()
+        go_on.wait(5)
+
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
+                                                                               torch_device="cuda:0"))
+    monkeypatch.setattr(warm_child, "_device_steps", lambda info: [lambda: None, last_step])
+    warming = threading.Thread(target=lambda: (warm_child._warm_up(None), warm.set()))
+    warming.start()
+    assert in_last.wait(30)
+    hold = gpu_quiet.SharedHold(0)
+    taking = threading.Thread(target=hold.take, kwargs={"wait_s": 10})
+    taking.start()
+    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
+    try:
+        deadline = time.monotonic() + 5
+        while not gpu_quiet._someone_waits(want) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gpu_quiet._someone_waits(want)  # the evaluation waits for the device
+    finally:
+        os.close(want)
+    go_on.set()
+    assert warm.wait(5)  # warm while the evaluation still holds the device
+    taking.join(5)
+    assert len(gpu_quiet._held) == 1  # the evaluation got it
+    warming.join(5)
+    gpu_quiet.unmark_idle()

@@ -38,13 +38,14 @@ def _warm_up(device_spec: str | None) -> None:
     # and nothing while an evaluation measures. ``exclusive`` waits a bounded time; without the lock
     # a step may overlap timed passes, and the child is marked idle only once the warm-up is over.
     with gpu_quiet.exclusive(info.index) as turn:
-        for step in _device_steps(info):
+        for index, step in enumerate(_device_steps(info)):
+            if index:  # between steps only: after the last, the child is warm and the lock released
+                turn.between_steps()
             if turn.alone:
                 gpu_quiet.mark_idle()
             else:
                 gpu_quiet.unmark_idle()
             step()
-            turn.between_steps()
     _warm_clock_reader(info)
     gpu_quiet.mark_idle()
 
