@@ -3,6 +3,7 @@ idle warm children are not counted as other processes on the GPU."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -257,3 +258,32 @@ def test_a_warm_child_is_warm_without_waiting_for_an_evaluation_that_came_during
     assert len(gpu_quiet._held) == 1  # the evaluation got it
     warming.join(5)
     gpu_quiet.unmark_idle()
+
+
+def test_a_process_holding_the_want_file_cannot_keep_an_evaluation_from_the_device():
+    """Another run's solution can hold the ``.want`` file exclusively through its inherited
+    descriptor; an evaluation then cannot say it waits, but still takes the device once it is free,
+    within its own bounded wait."""
+    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
+    fcntl.flock(want, fcntl.LOCK_EX)
+    entered, release = threading.Event(), threading.Event()
+
+    def warm_up():
+        with gpu_quiet.exclusive(0, wait_s=5):
+            entered.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=warm_up)
+    worker.start()
+    try:
+        assert entered.wait(5)
+        result: list[str | None] = []
+        taking = threading.Thread(target=lambda: result.append(gpu_quiet.SharedHold(0).take(wait_s=5)), daemon=True)
+        taking.start()
+        threading.Timer(0.3, release.set).start()
+        taking.join(10)
+        assert not taking.is_alive() and result == [None]  # granted once the warm-up was over
+    finally:
+        release.set()
+        worker.join(5)
+        os.close(want)

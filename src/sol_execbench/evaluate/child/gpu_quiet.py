@@ -44,6 +44,7 @@ SHARED_WAIT_S = 30.0  # an evaluation waits at most this long for a warm-up to f
 EXCLUSIVE_WAIT_S = 15.0  # a warm-up waits at most this long for running evaluations (see exclusive)
 HANDOVER_S = 0.5  # a warm-up that gave the device up waits this long at most for the evaluation to take it
 WANT_SUFFIX = ".want"
+ANNOUNCE_WAIT_S = 0.1  # an evaluation tries this long at most to say it waits before it just waits
 _held: list[int] = []  # descriptors of this process's shared locks, kept open until exit
 
 
@@ -118,8 +119,11 @@ class SharedHold:
         try:
             granted = _lock(fd, fcntl.LOCK_SH, 0.0)
             if not granted and want is not None:
-                fcntl.flock(want, fcntl.LOCK_SH)
-                granted = _lock(fd, fcntl.LOCK_SH, wait_s)
+                # Polled, not blocking: a process that holds the want file exclusively (another
+                # run's solution can, through its inherited descriptor) only keeps this evaluation
+                # from saying it waits; the wait for the device stays bounded by ``wait_s``.
+                _lock(want, fcntl.LOCK_SH, min(wait_s, ANNOUNCE_WAIT_S))
+                granted = _lock(fd, fcntl.LOCK_SH, max(0.0, wait_s - (time.monotonic() - began)))
         finally:
             if want is not None:
                 os.close(want)  # releases the want lock
