@@ -7,6 +7,8 @@ import fcntl
 import functools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -286,4 +288,34 @@ def test_a_process_holding_the_want_file_cannot_keep_an_evaluation_from_the_devi
     finally:
         release.set()
         worker.join(5)
+        os.close(want)
+
+
+def test_an_evaluation_stops_saying_it_waits_once_it_has_the_device_even_beside_its_own_children():
+    """A process started from the evaluation that kept its descriptor of the want file (a worker a
+    solution started) shares the lock: closing the evaluation's own copy would leave it held
+    (warm-ups handing the device over at every step) until that process exits, so ``take``
+    releases the lock itself."""
+    hold = gpu_quiet.SharedHold(0)
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(hold._want_fd,))
+    entered, release = threading.Event(), threading.Event()
+
+    def warm_up():
+        with gpu_quiet.exclusive(0, wait_s=5):
+            entered.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=warm_up)
+    worker.start()
+    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
+    try:
+        assert entered.wait(5)
+        threading.Timer(0.3, release.set).start()
+        assert hold.take(wait_s=5) is None
+        assert not gpu_quiet._someone_waits(want)
+    finally:
+        release.set()
+        worker.join(5)
+        keeper.kill()
+        keeper.wait()
         os.close(want)

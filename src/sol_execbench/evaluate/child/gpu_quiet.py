@@ -126,7 +126,8 @@ class SharedHold:
                 granted = _lock(fd, fcntl.LOCK_SH, max(0.0, wait_s - (time.monotonic() - began)))
         finally:
             if want is not None:
-                os.close(want)  # releases the want lock
+                fcntl.flock(want, fcntl.LOCK_UN)  # explicit: a forked child may share the descriptor
+                os.close(want)
         self.waited_s = time.monotonic() - began
         if self.waited_s >= 0.001:
             phases.phase(f"waited {self.waited_s:.3f} s for a warm process's device warm-up")
