@@ -3,6 +3,7 @@ idle warm children are not counted as other processes on the GPU."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
@@ -32,23 +33,34 @@ def _own_runtime_dir(monkeypatch):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
+@contextlib.contextmanager
+def warm_up_holding_the_device(release_after_s: float):
+    """A warm-up (a thread) that holds the device exclusively from the block's start until
+    ``release_after_s`` later, or the block's end."""
     entered, release = threading.Event(), threading.Event()
 
     def warm_up():
-        with gpu_quiet.exclusive(0):
+        with gpu_quiet.exclusive(0, wait_s=5):
             entered.set()
             release.wait(5)
 
     worker = threading.Thread(target=warm_up)
     worker.start()
-    assert entered.wait(5)
-    began = time.monotonic()
-    warning = gpu_quiet.SharedHold(0).take(wait_s=0.3)  # the warm-up keeps the device: give up, say so
-    assert warning and "still warming up" in warning and time.monotonic() - began >= 0.3
-    threading.Timer(0.2, release.set).start()
-    assert gpu_quiet.SharedHold(0).take(wait_s=5) is None  # granted once the warm-up ended
-    worker.join(5)
+    try:
+        assert entered.wait(5)
+        threading.Timer(release_after_s, release.set).start()
+        yield
+    finally:
+        release.set()
+        worker.join(5)
+
+
+def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
+    with warm_up_holding_the_device(release_after_s=0.8):
+        began = time.monotonic()
+        warning = gpu_quiet.SharedHold(0).take(wait_s=0.3)  # the warm-up keeps the device: give up, say so
+        assert warning and "still warming up" in warning and time.monotonic() - began >= 0.3
+        assert gpu_quiet.SharedHold(0).take(wait_s=5) is None  # granted once the warm-up ended
 
     blocked = threading.Event()
 
@@ -268,26 +280,15 @@ def test_a_process_holding_the_want_file_cannot_keep_an_evaluation_from_the_devi
     within its own bounded wait."""
     want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
     fcntl.flock(want, fcntl.LOCK_EX)
-    entered, release = threading.Event(), threading.Event()
-
-    def warm_up():
-        with gpu_quiet.exclusive(0, wait_s=5):
-            entered.set()
-            release.wait(5)
-
-    worker = threading.Thread(target=warm_up)
-    worker.start()
     try:
-        assert entered.wait(5)
-        result: list[str | None] = []
-        taking = threading.Thread(target=lambda: result.append(gpu_quiet.SharedHold(0).take(wait_s=5)), daemon=True)
-        taking.start()
-        threading.Timer(0.3, release.set).start()
-        taking.join(10)
-        assert not taking.is_alive() and result == [None]  # granted once the warm-up was over
+        with warm_up_holding_the_device(release_after_s=0.3):
+            result: list[str | None] = []
+            taking = threading.Thread(target=lambda: result.append(gpu_quiet.SharedHold(0).take(wait_s=5)),
+                                      daemon=True)
+            taking.start()
+            taking.join(10)
+            assert not taking.is_alive() and result == [None]  # granted once the warm-up was over
     finally:
-        release.set()
-        worker.join(5)
         os.close(want)
 
 
@@ -298,24 +299,12 @@ def test_an_evaluation_stops_saying_it_waits_once_it_has_the_device_even_beside_
     releases the lock itself."""
     hold = gpu_quiet.SharedHold(0)
     keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(hold._want_fd,))
-    entered, release = threading.Event(), threading.Event()
-
-    def warm_up():
-        with gpu_quiet.exclusive(0, wait_s=5):
-            entered.set()
-            release.wait(5)
-
-    worker = threading.Thread(target=warm_up)
-    worker.start()
     want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
     try:
-        assert entered.wait(5)
-        threading.Timer(0.3, release.set).start()
-        assert hold.take(wait_s=5) is None
-        assert not gpu_quiet._someone_waits(want)
+        with warm_up_holding_the_device(release_after_s=0.3):
+            assert hold.take(wait_s=5) is None
+            assert not gpu_quiet._someone_waits(want)
     finally:
-        release.set()
-        worker.join(5)
         keeper.kill()
         keeper.wait()
         os.close(want)
