@@ -308,3 +308,13 @@ def test_an_evaluation_stops_saying_it_waits_once_it_has_the_device_even_beside_
         keeper.kill()
         keeper.wait()
         os.close(want)
+
+
+def test_a_warm_up_releases_the_device_even_where_a_process_it_started_kept_the_descriptor():
+    with gpu_quiet.exclusive(0, wait_s=5) as turn:
+        keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(turn._fd,))
+    try:
+        assert gpu_quiet.SharedHold(0).take(wait_s=0.5) is None
+    finally:
+        keeper.kill()
+        keeper.wait()

@@ -126,7 +126,7 @@ class SharedHold:
                 granted = _lock(fd, fcntl.LOCK_SH, max(0.0, wait_s - (time.monotonic() - began)))
         finally:
             if want is not None:
-                fcntl.flock(want, fcntl.LOCK_UN)  # explicit: a forked child may share the descriptor
+                fcntl.flock(want, fcntl.LOCK_UN)  # explicit: a process started from this one may share it
                 os.close(want)
         self.waited_s = time.monotonic() - began
         if self.waited_s >= 0.001:
@@ -164,8 +164,9 @@ class DeviceTurn:
         self.alone = _lock(self._fd, fcntl.LOCK_EX, self.wait_s)
 
     def close(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)  # explicit, as in SharedHold.take: a process started
+        os.close(self._fd)  # during the warm-up that kept the descriptor would keep the lock
         os.close(self._want_fd)
-        os.close(self._fd)  # releases the lock
 
 
 @contextlib.contextmanager
