@@ -161,9 +161,8 @@ def run_order(names: list[str], round_index: int) -> list[str]:
 def _measure_problem(index: int, root: Path, sol: Path, modes: dict, repeat: int, tmp: Path,
                      fresh_caches: set[str]) -> dict:
     """Each mode ``repeat`` times in ``run_order``: no mode always goes first, none always follows
-    the same one (a warm run's pool is still warming its replacement process while the next run
-    starts: 0.3 to 0.5 s more for that run on an H100); the modes in ``fresh_caches`` on empty JIT
-    caches of each run's own."""
+    the same one (a run that follows a warm run shares the host with the pool's replacement process,
+    which is still starting); the modes in ``fresh_caches`` on empty JIT caches of each run's own."""
     row: dict = {"problem": str(root.relative_to(CORPUS)), "solution": sol.name}
     names = list(modes)
     walls: dict[str, list[float]] = {m: [] for m in names}

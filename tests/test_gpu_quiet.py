@@ -191,10 +191,17 @@ def test_idle_warm_children_stay_apart_inside_the_sandbox(monkeypatch, tmp_path)
         gpu_quiet._pinned.clear()
 
 
+def _pretend_a_gpu(monkeypatch):
+    """``warm_child._warm_up`` sees GPU 0 here (its device steps are replaced: no GPU is used)."""
+    import sol_execbench.platform as platform
+
+    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
+                                                                               torch_device="cuda:0"))
+
+
 def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_lock(monkeypatch):
     """warm_child._warm_up's GPU path, with the device work itself stubbed (no GPU here)."""
 
-    import sol_execbench.platform as platform
     from sol_execbench.evaluate.child import warm_child
 
     seen = {}
@@ -205,8 +212,7 @@ def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_loc
         # an evaluation starting now waits: the warm-up holds the device
         seen["evaluation_warning"] = gpu_quiet.SharedHold(info.index).take(wait_s=0.1)
 
-    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
-                                                                               torch_device="cuda:0"))
+    _pretend_a_gpu(monkeypatch)
     monkeypatch.setattr(warm_child, "_device_steps", lambda info: [functools.partial(fake_device_work, info)])
     warm_child._warm_up(None)
     assert seen["device"] == "cuda:0" and seen["marked"] and "still warming up" in seen["evaluation_warning"]
@@ -218,7 +224,6 @@ def test_a_warm_child_marks_itself_idle_then_warms_a_gpu_under_the_exclusive_loc
 def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until_it_is_over(monkeypatch):
     """Past its wait for the device, a warm-up runs beside an evaluation's timed passes: it is not
     marked idle while it does."""
-    import sol_execbench.platform as platform
     from sol_execbench.evaluate.child import warm_child
 
     seen = {}
@@ -226,8 +231,7 @@ def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until
     def fake_device_work(info):
         seen["marked"] = os.getpid() in gpu_quiet.idle_pids()
 
-    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
-                                                                               torch_device="cuda:0"))
+    _pretend_a_gpu(monkeypatch)
     monkeypatch.setattr(warm_child, "_device_steps", lambda info: [functools.partial(fake_device_work, info)])
     monkeypatch.setattr(gpu_quiet, "exclusive", functools.partial(gpu_quiet.exclusive, wait_s=0.2))
     assert gpu_quiet.SharedHold(0).take() is None  # an evaluation measuring on the device
@@ -240,7 +244,6 @@ def test_a_warm_up_beside_a_measuring_evaluation_counts_as_another_process_until
 def test_a_warm_child_is_warm_without_waiting_for_an_evaluation_that_came_during_its_last_step(monkeypatch):
     """The device goes to a waiting evaluation between steps only: after the last step the warm-up
     is over and its lock released, so the child does not wait for that evaluation to end."""
-    import sol_execbench.platform as platform
     from sol_execbench.evaluate.child import warm_child
 
     in_last, go_on, warm = threading.Event(), threading.Event(), threading.Event()
@@ -249,8 +252,7 @@ def test_a_warm_child_is_warm_without_waiting_for_an_evaluation_that_came_during
         in_last.set()
         go_on.wait(5)
 
-    monkeypatch.setattr(platform, "current", lambda spec=None: SimpleNamespace(is_gpu=True, index=0, vendor="cuda",
-                                                                               torch_device="cuda:0"))
+    _pretend_a_gpu(monkeypatch)
     monkeypatch.setattr(warm_child, "_device_steps", lambda info: [lambda: None, last_step])
     warming = threading.Thread(target=lambda: (warm_child._warm_up(None), warm.set()))
     warming.start()

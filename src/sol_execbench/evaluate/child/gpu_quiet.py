@@ -113,21 +113,20 @@ class SharedHold:
         shared lock of the ``.want`` file: a warm-up gives the device up at its next step."""
         fd, self._fd = self._fd, None
         want, self._want_fd = self._want_fd, None
-        if fd is None:
+        if fd is None or want is None:
             return None
         began = time.monotonic()
         try:
             granted = _lock(fd, fcntl.LOCK_SH, 0.0)
-            if not granted and want is not None:
+            if not granted:
                 # Polled, not blocking: a process that holds the want file exclusively (another
                 # run's solution can, through its inherited descriptor) only keeps this evaluation
                 # from saying it waits; the wait for the device stays bounded by ``wait_s``.
                 _lock(want, fcntl.LOCK_SH, min(wait_s, ANNOUNCE_WAIT_S))
                 granted = _lock(fd, fcntl.LOCK_SH, max(0.0, wait_s - (time.monotonic() - began)))
         finally:
-            if want is not None:
-                fcntl.flock(want, fcntl.LOCK_UN)  # explicit: a process started from this one may share it
-                os.close(want)
+            fcntl.flock(want, fcntl.LOCK_UN)  # explicit: a process started from this one may share it
+            os.close(want)
         self.waited_s = time.monotonic() - began
         if self.waited_s >= 0.001:
             phases.phase(f"waited {self.waited_s:.3f} s for a warm process's device warm-up")
