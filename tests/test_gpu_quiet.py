@@ -55,6 +55,27 @@ def warm_up_holding_the_device(release_after_s: float):
         worker.join(5)
 
 
+@contextlib.contextmanager
+def want_file():
+    """A descriptor of device 0's ``.want`` file of this test's own, closed at the block's end."""
+    fd = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def process_keeping(fd: int):
+    """A child process that inherited ``fd`` and keeps it for the block (a solution's worker)."""
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(fd,))
+    try:
+        yield keeper
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
 def test_an_evaluation_waits_for_a_warm_up_and_then_holds_the_device():
     with warm_up_holding_the_device(release_after_s=0.8):
         began = time.monotonic()
@@ -260,14 +281,11 @@ def test_a_warm_child_is_warm_without_waiting_for_an_evaluation_that_came_during
     hold = gpu_quiet.SharedHold(0)
     taking = threading.Thread(target=hold.take, kwargs={"wait_s": 10})
     taking.start()
-    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
-    try:
+    with want_file() as want:
         deadline = time.monotonic() + 5
         while not gpu_quiet._someone_waits(want) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert gpu_quiet._someone_waits(want)  # the evaluation waits for the device
-    finally:
-        os.close(want)
     go_on.set()
     assert warm.wait(5)  # warm while the evaluation still holds the device
     taking.join(5)
@@ -280,18 +298,13 @@ def test_a_process_holding_the_want_file_cannot_keep_an_evaluation_from_the_devi
     """Another run's solution can hold the ``.want`` file exclusively through its inherited
     descriptor; an evaluation then cannot say it waits, but still takes the device once it is free,
     within its own bounded wait."""
-    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
-    fcntl.flock(want, fcntl.LOCK_EX)
-    try:
-        with warm_up_holding_the_device(release_after_s=0.3):
-            result: list[str | None] = []
-            taking = threading.Thread(target=lambda: result.append(gpu_quiet.SharedHold(0).take(wait_s=5)),
-                                      daemon=True)
-            taking.start()
-            taking.join(10)
-            assert not taking.is_alive() and result == [None]  # granted once the warm-up was over
-    finally:
-        os.close(want)
+    with want_file() as want, warm_up_holding_the_device(release_after_s=0.3):
+        fcntl.flock(want, fcntl.LOCK_EX)
+        result: list[str | None] = []
+        taking = threading.Thread(target=lambda: result.append(gpu_quiet.SharedHold(0).take(wait_s=5)), daemon=True)
+        taking.start()
+        taking.join(10)
+        assert not taking.is_alive() and result == [None]  # granted once the warm-up was over
 
 
 def test_an_evaluation_stops_saying_it_waits_once_it_has_the_device_even_beside_its_own_children():
@@ -300,23 +313,13 @@ def test_an_evaluation_stops_saying_it_waits_once_it_has_the_device_even_beside_
     (warm-ups handing the device over at every step) until that process exits, so ``take``
     releases the lock itself."""
     hold = gpu_quiet.SharedHold(0)
-    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(hold._want_fd,))
-    want = gpu_quiet._open_lock(0, gpu_quiet.WANT_SUFFIX)
-    try:
-        with warm_up_holding_the_device(release_after_s=0.3):
-            assert hold.take(wait_s=5) is None
-            assert not gpu_quiet._someone_waits(want)
-    finally:
-        keeper.kill()
-        keeper.wait()
-        os.close(want)
+    with process_keeping(hold._want_fd), want_file() as want, warm_up_holding_the_device(release_after_s=0.3):
+        assert hold.take(wait_s=5) is None
+        assert not gpu_quiet._someone_waits(want)
 
 
 def test_a_warm_up_releases_the_device_even_where_a_process_it_started_kept_the_descriptor():
-    with gpu_quiet.exclusive(0, wait_s=5) as turn:
-        keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(turn._fd,))
-    try:
+    with contextlib.ExitStack() as keeping:
+        with gpu_quiet.exclusive(0, wait_s=5) as turn:
+            keeping.enter_context(process_keeping(turn._fd))
         assert gpu_quiet.SharedHold(0).take(wait_s=0.5) is None
-    finally:
-        keeper.kill()
-        keeper.wait()
