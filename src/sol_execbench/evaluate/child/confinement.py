@@ -51,6 +51,7 @@ class Confinement:
     record: IsolationRecord
     attempts: AttemptLog
     harness: TreeDigest
+    private_caches: bool  # the JIT caches (TRITON_CACHE_DIR, ...) are the run's own, in its staging folder
 
     def verdict(self) -> tuple[EvaluationStatus, str] | None:
         """REWARD_HACK or RUNTIME_ERROR with what was tried since the last call, else None."""
@@ -80,17 +81,18 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
             pass  # e.g. --dump-failures naming a file: the dump writer warns about it
     planned = (IsolationRecord.model_validate(isolation["record"]) if isolation.get("record")
                else plan(mode, folders))
+    # Before the cache variables point into the run: the tool's cache is where the user's put it.
+    protected = _protected_places(job.get("output_path"), private_caches=planned.mechanism != "none")
     if planned.mechanism != "none":  # unsandboxed, the user's own caches keep serving
         os.environ.update(private_environment(staging))
         tempfile.tempdir = None  # read TMPDIR again
     harness = TreeDigest([HARNESS_DIR])
-    protected = _protected_places(job.get("output_path"), private_caches=planned.mechanism != "none")
     record = enforce_in_process(planned, folders, strict=mode is IsolationMode.STRICT)
     # Python's own bytecode writes would be refused outside the run, and recorded as attempts.
     sys.dont_write_bytecode = True
     attempts = AttemptLog(list(folders.private), protected, sandboxed=record.filesystem)
     attempts.armed = True
-    return Confinement(record, attempts, harness)
+    return Confinement(record, attempts, harness, private_caches=planned.mechanism != "none")
 
 
 def judged(trace: Any, confinement: Confinement) -> Any:

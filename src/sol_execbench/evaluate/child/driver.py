@@ -186,6 +186,8 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
         channel.send("fatal", status=EvaluationStatus.RUNTIME_ERROR.value, log=str(exc))
         return
     _phase(f"sandbox: {confinement.record.mechanism}")
+    if confinement.private_caches:
+        _use_built_launchers(job, staging, solution)
     began = time.perf_counter()
     try:
         fn = builder_for(solution).load(solution, staging / "solution", job.get("build_artifacts", {}))
@@ -226,6 +228,20 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
         channel.send("trace", trace=trace.model_dump(mode="json"))
         _phase(f"workload {workload.uuid} done")
     channel.send("done")
+
+
+def _use_built_launchers(job: dict[str, Any], staging: Path, solution: Any) -> None:
+    """Before the solution is loaded: copy the Triton launchers warm processes built into the run's
+    private Triton cache, and have Triton note the argument types of the run's kernels, which the
+    command line adds to what warm processes build (``evaluate/triton_launchers.py``)."""
+    from .. import triton_launchers
+
+    store = job.get("triton_launchers")
+    if store:
+        copied = triton_launchers.install(Path(store), Path(os.environ["TRITON_CACHE_DIR"]))
+        _phase(f"{copied} Triton launcher(s) copied from the tool's cache")
+    if "triton" in sys.modules or any(lang.value == "triton" for lang in solution.spec.languages):
+        triton_launchers.record_kernels(staging)
 
 
 def main(argv: list[str]) -> None:

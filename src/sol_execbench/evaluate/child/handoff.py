@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from sol_execbench.sandbox.peer import refusal
@@ -15,14 +16,15 @@ from sol_execbench.sandbox.peer import refusal
 from ..channel import FD_ENV
 
 
-def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str], list[int]]:
+def receive_job(listener: socket.socket, path: str, idle: Callable[[], Any] | None = None,
+                idle_period_s: float = 0.5) -> tuple[str, dict[str, str], list[int]]:
     """The evaluation that takes this child: (the job file, its environment, the channel and log
-    descriptors)."""
+    descriptors). While none comes, ``idle`` runs every ``idle_period_s``."""
     with listener:
-        conn, _ = listener.accept()
+        conn = _accept(listener, idle, idle_period_s)
         while refusal(conn):  # a sandboxed process found the socket: not the evaluation that took us
             conn.close()
-            conn, _ = listener.accept()
+            conn = _accept(listener, idle, idle_period_s)
         with conn:
             message, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 4)
             with contextlib.suppress(OSError):  # an evaluation that does not wait for the answer has gone
@@ -30,6 +32,18 @@ def receive_job(listener: socket.socket, path: str) -> tuple[str, dict[str, str]
     os.unlink(path)
     request = json.loads(message)
     return request["job"], request["env"], fds
+
+
+def _accept(listener: socket.socket, idle: Callable[[], Any] | None, period_s: float) -> socket.socket:
+    listener.settimeout(period_s if idle is not None else None)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            idle()  # type: ignore[misc]  (a timeout is only set with idle)
+            continue
+        conn.settimeout(None)
+        return conn
 
 
 def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:

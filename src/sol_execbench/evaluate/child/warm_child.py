@@ -11,17 +11,19 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from sol_execbench.platform.host import listening_socket
 
 from . import gpu_quiet
 from .. import phases
+from ..triton_launchers import MAX_PER_RUN, WantedWatch, store_dir
 from .handoff import adopt_job, import_for_job, receive_job
 
 
-def _warm_up(device_spec: str | None) -> None:
+def _warm_up(device_spec: str | None) -> Any:
     """Set up what every evaluation process needs once before its first workload: the device
-    context, the RNG, BLAS, reductions, the profiler and Triton."""
+    context, the RNG, BLAS, reductions, the profiler and Triton; the device's description."""
     from sol_execbench.platform import current
 
     info = current(device_spec)
@@ -31,7 +33,7 @@ def _warm_up(device_spec: str | None) -> None:
     if not info.is_gpu:
         for step in _device_steps(info):
             step()
-        return
+        return info
     # The device work runs in steps under gpu_quiet's exclusive lock, so it never overlaps an
     # evaluation's timed passes, and an evaluation reaching them waits for one step, not the whole
     # warm-up. Holding the lock, the child is marked idle: it launches nothing after this warm-up,
@@ -48,6 +50,7 @@ def _warm_up(device_spec: str | None) -> None:
             step()
     _warm_clock_reader(info)
     gpu_quiet.mark_idle()
+    return info
 
 
 def _import_ahead(info) -> None:
@@ -66,8 +69,27 @@ def _import_ahead(info) -> None:
             from . import _triton_warm  # noqa: F401  (defines the warm-up kernel: Triton's front end)
 
             triton_key()  # cached for the process: the warm-up kernel's compile, and the job's, reuse it
+            _build_launchers(limit=MAX_PER_RUN)
     except Exception:  # noqa: BLE001  (no Triton, or it does not import here: the solution will say so)
         pass
+
+
+_launchers: WantedWatch | None = None
+
+
+def _build_launchers(limit: int = 1) -> None:
+    """Build the Triton launchers earlier runs wanted (``evaluate/triton_launchers.py``), on the CPU,
+    while no job is here: at the start, and whenever the wanted list changes while the child waits
+    (one a look then, so that an evaluation taking the child waits for one build at most)."""
+    global _launchers
+    try:
+        if _launchers is None:
+            _launchers = WantedWatch(store_dir())
+        built = _launchers.build_new(limit)
+    except Exception:  # noqa: BLE001  (the job builds what is missing itself, as without the store)
+        return
+    if built:
+        phases.phase(f"built {built} Triton launcher(s) earlier runs wanted")
 
 
 def _warm_clock_reader(info) -> None:
@@ -148,8 +170,9 @@ def main(argv: list[str]) -> None:
 
         exit_when_pipe_closes(int(pool_pipe))
     device_spec = argv[1] if len(argv) > 1 else None
-    _warm_up(device_spec)
-    job_path, env, fds = receive_job(listening_socket(socket_path), socket_path)  # the socket appearing: warm
+    info = _warm_up(device_spec)
+    job_path, env, fds = receive_job(listening_socket(socket_path), socket_path,  # the socket appearing: warm
+                                     idle=_build_launchers if info.is_gpu else None)
     gpu_quiet.unmark_idle()
     adopt_job(job_path, env, fds)
     from . import driver as child

@@ -24,6 +24,7 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Env
                                   EvaluationStatus as S, IsolationMode, IsolationRecord, SanitizerReport, Solution,
                                   Trace, Workload)
 
+from .. import triton_launchers
 from .child_env import CHILD_STDERR_LOG, CHILD_STDOUT_LOG
 from .early_child import EarlyChild
 from .process import STAGING_CLEANUP_ENV, ChildRun, describe_exit, exit_record, run_child, tail
@@ -238,11 +239,13 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
         "output_path": str(opts.output_path.resolve()) if opts.output_path else None,
         "task": opts.child_task,
+        "triton_launchers": str(triton_launchers.store_dir()),
     }
     if opts.sanitize:
         state.sanitizer = run_sanitizer(job, workloads, staging, opts.device, opts.timeout_s)
     deadline = time.monotonic() + opts.timeout_s if opts.sanitize else began + opts.timeout_s
     _run_children(state, workloads, job, staging, deadline)
+    triton_launchers.learn(staging, Path(job["triton_launchers"]))  # what warm processes build for later runs
 
 
 @dataclass
