@@ -88,7 +88,7 @@ def test_learning_keeps_well_formed_entries_and_the_newest(tmp_path):
 
 def test_install_copies_launchers_and_nothing_else(tmp_path):
     store, cache = tmp_path / "store", tmp_path / "cache"
-    key = "ab" * 32
+    key = "A2" * 26  # Triton's cache folder names: a sha256 in base32
     launcher = store / "built" / key / f"{tl.LAUNCHER_NAME}.cpython-x.so"
     launcher.parent.mkdir(parents=True)
     launcher.write_bytes(b"\x7fELF built")
@@ -152,7 +152,7 @@ import os
 from pathlib import Path
 
 def run(a, b):
-    target = Path(os.environ["SANDBOX_TEST_STORE"]) / "built" / ("ab" * 32)
+    target = Path(os.environ["SANDBOX_TEST_STORE"]) / "built" / ("A2" * 26)
     try:
         target.mkdir(parents=True, exist_ok=True)
         (target / "__triton_launcher.planted.so").write_bytes(b"planted")

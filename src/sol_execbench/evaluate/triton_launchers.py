@@ -47,7 +47,7 @@ _SCALARS = frozenset({"constexpr", "nvTmaDesc", "i1", "i8", "i16", "i32", "i64",
 _POINTER = re.compile(r"\*k?[a-z0-9]{1,16}")
 # Only the element type (a pointer's) and the number of dimensions of a descriptor reach the C source.
 _TENSOR_DESCRIPTOR = re.compile(r"tensordesc<[a-z0-9]{1,16}\[[0-9]{1,6}(, ?[0-9]{1,6}){0,4}\][A-Za-z0-9_,.:=#<> \[\]-]{0,200}")
-_KEY = re.compile(r"[0-9a-f]{64}")
+_FOLDER = re.compile(r"[A-Z2-7]{52}")  # Triton's cache folder: a sha256 in base32, unpadded
 
 
 def _valid_type(value: Any, depth: int = 0) -> str | tuple | None:
@@ -183,13 +183,16 @@ class _Generator:
 
     driver: Any  # triton.backends.nvidia.driver
     build: Any  # triton.runtime.build
+    cache: Any  # triton.runtime.cache
 
     def source(self, types: LauncherTypes) -> str:
         maps = None if types.tensor_maps is None else [{} if m else None for m in types.tensor_maps]
         return self.driver.make_launcher({}, dict(enumerate(types.signature)), maps)
 
-    def key(self, source: str) -> str:
-        return hashlib.sha256((source + self.build.platform_key()).encode("utf-8")).hexdigest()
+    def folder(self, source: str) -> str:
+        """The folder of Triton's cache that ``compile_module_from_src`` looks in for this source."""
+        key = hashlib.sha256((source + self.build.platform_key()).encode("utf-8")).hexdigest()
+        return self.cache._base32(key)
 
     def file_name(self) -> str:
         import sysconfig
@@ -210,19 +213,20 @@ class _Generator:
 @functools.cache
 def _generator() -> _Generator | None:
     """Triton's CUDA launcher generator, where this Triton builds launchers as 3.6 does: the key of
-    ``compile_module_from_src``, ``make_launcher(constants, signature, tensordesc_meta)`` and
-    ``_build``'s arguments; else None."""
+    ``compile_module_from_src`` and its cache folder, ``make_launcher(constants, signature,
+    tensordesc_meta)`` and ``_build``'s arguments; else None."""
     try:
         from triton.backends.nvidia import driver
-        from triton.runtime import build
+        from triton.runtime import build, cache
 
-        keyed = "sha256((src + platform_key())" in inspect.getsource(build.compile_module_from_src)
+        keyed = "sha256((src + platform_key())" in inspect.getsource(build.compile_module_from_src) and \
+            "(_base32(key))" in inspect.getsource(cache.get_cache_manager) and callable(getattr(cache, "_base32", None))
         named = f'name="{LAUNCHER_NAME}"' in inspect.getsource(driver.CudaLauncher)
         made = list(inspect.signature(driver.make_launcher).parameters) == ["constants", "signature", "tensordesc_meta"]
         built = list(inspect.signature(build._build).parameters)[:7] == [
             "name", "src", "srcdir", "library_dirs", "include_dirs", "libraries", "ccflags"]
         if keyed and named and made and built and callable(getattr(driver, "library_dirs", None)):
-            return _Generator(driver, build)
+            return _Generator(driver, build, cache)
     except Exception:  # noqa: BLE001  (no Triton, another Triton, or no CUDA backend)
         pass
     return None
@@ -249,7 +253,7 @@ def build_wanted(store: Path, limit: int = MAX_PER_RUN) -> int:
             if types is None:
                 raise ValueError("not launcher types")
             source = generator.source(types)
-            target = store / "built" / generator.key(source) / generator.file_name()
+            target = store / "built" / generator.folder(source) / generator.file_name()
             if target.exists():
                 continue
             generator.compile(source, target)
@@ -290,7 +294,7 @@ def install(store: Path, triton_cache: Path) -> int:
     Triton looks for them; how many were copied. Copies, never links: the run may write its cache."""
     copied = 0
     for entry in _newest(store / "built", MAX_BUILT):
-        if not _KEY.fullmatch(entry.name):
+        if not _FOLDER.fullmatch(entry.name):
             continue
         try:
             files = [f for f in entry.iterdir() if f.name.startswith(LAUNCHER_NAME + ".") and f.is_file()]
