@@ -84,6 +84,15 @@ def test_learning_keeps_well_formed_entries_and_the_newest(tmp_path):
     assert {"signature": ["i32"] * (2 + 4 * tl.MAX_PER_RUN)} in [{"signature": k["signature"]} for k in kept]
     assert GOOD not in kept  # the oldest went
     assert tl.learn(tmp_path / "no-such-run", store) == 0
+    # A record that is a pipe (which would block a reader) or a link is not read.
+    record = tl.record_file(staging)
+    record.unlink()
+    os.mkfifo(record)
+    assert tl.learn(staging, store) == 0
+    record.unlink()
+    (tmp_path / "elsewhere.jsonl").write_text(json.dumps({"signature": ["i8"]}) + "\n")
+    record.symlink_to(tmp_path / "elsewhere.jsonl")
+    assert tl.learn(staging, store) == 0
 
 
 def test_install_copies_launchers_and_nothing_else(tmp_path):

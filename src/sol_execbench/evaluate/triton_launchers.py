@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,12 +148,19 @@ def record_kernels(staging: Path) -> bool:
 # -- the command line: learn what a run noted ------------------------------------------------------
 
 def learn(staging: Path, store: Path) -> int:
-    """Add the well-formed entries of the run's record (untrusted) to the wanted list; how many."""
+    """Add the well-formed entries of the run's record (untrusted) to the wanted list; how many.
+    The run wrote its folder: a record that is not a plain file (a link, a pipe) is not read."""
     try:
-        with open(record_file(staging), "rb") as fh:
-            text = fh.read(RECORD_BYTES).decode("utf-8", "replace")
+        fd = os.open(record_file(staging), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return 0
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return 0
+            text = fh.read(RECORD_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return 0
     wanted = store / "wanted"
     added = 0
     for line in text.splitlines()[:MAX_PER_RUN]:
