@@ -138,7 +138,7 @@ def record_kernels(staging: Path) -> bool:
                 noted.add(line)
                 with open(path, "a") as fh:
                     fh.write(line + "\n")
-        except Exception:  # noqa: BLE001  (a note that fails costs the next run its launcher, nothing else)
+        except Exception:  # noqa: BLE001  (a note that fails costs later runs that launcher, nothing else)
             pass
 
     compilation.listener = note
