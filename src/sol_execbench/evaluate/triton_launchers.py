@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sol_execbench.files import replace_file
+
 LAUNCHER_NAME = "__triton_launcher"  # the module name Triton's CUDA backend builds its launchers under
 MAX_TYPES = 256  # argument types of one kernel
 MAX_PER_RUN = 8  # kernels a run's record may add to the wanted list
@@ -175,7 +177,7 @@ def learn(staging: Path, store: Path) -> int:
             if target.exists():
                 os.utime(target)  # wanted again: among the newest
             else:
-                _write_atomically(target, json.dumps(types.to_json()).encode())
+                replace_file(target, json.dumps(types.to_json()))
         except OSError:
             continue
         added += 1
@@ -214,8 +216,7 @@ class _Generator:
                 fh.write(source)
             built = self.build._build(LAUNCHER_NAME, path, tmp, self.driver.library_dirs(),
                                       self.driver.include_dirs, self.driver.libraries, [])
-            with open(built, "rb") as fh:
-                _write_atomically(target, fh.read())
+            replace_file(target, Path(built).read_bytes())
 
 
 @functools.cache
@@ -323,19 +324,6 @@ def install(store: Path, triton_cache: Path) -> int:
 
 # -- files ------------------------------------------------------------------------------------------
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _newest(folder: Path, count: int) -> list[Path]:
     """The ``count`` newest entries of ``folder`` (by modification time), newest first."""
     try:
@@ -352,7 +340,7 @@ def _keep_newest(folder: Path, count: int) -> None:
     except OSError:
         return
     for entry in entries:
-        if entry in keep or entry.name.startswith(".tmp-"):
+        if entry in keep or entry.name.startswith("."):  # a file being written (replace_file's temporary)
             continue
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
