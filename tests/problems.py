@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.platform.host import process_alive  # noqa: F401  (re-exported: the tests' liveness check)
+from sol_execbench.platform.host import process_alive, process_table  # noqa: F401  (re-exported: the tests' liveness check)
 
 ADD_REFERENCE = """import torch
 
@@ -168,3 +168,20 @@ def kill_after_first_trace(tmp_path: Path, out: Path, signum: int,
 def staging_left(tmp_path: Path) -> list[str]:
     """Staging folders left in the TMPDIR of ``cli_env`` (the per-user runtime folder aside)."""
     return [p.name for p in (tmp_path / "tmp").glob("sol-execbench-*") if p.name != f"sol-execbench-{os.getuid()}"]
+
+
+def process_children(pid: int) -> dict[int, str]:
+    """The live children of ``pid`` and their command lines."""
+    found = {}
+    for child, info in process_table().items():
+        if info.ppid == pid and info.state not in ("Z", "X"):
+            try:
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                pass
+    return found
+
+
+def fork_server_of(pool_pid: int) -> int | None:
+    """The warm pool's fork server (``evaluate/child/warm_fork.py``), if one runs."""
+    return next((pid for pid, cmd in process_children(pool_pid).items() if "warm_fork" in cmd), None)

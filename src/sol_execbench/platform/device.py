@@ -51,6 +51,30 @@ def parse_device_spec(spec: str | None) -> tuple[str, int | None]:
     return "gpu", int(index)
 
 
+def gpu_expected(spec: str | None) -> bool:
+    """Whether ``spec`` will select a GPU, judged without starting the GPU runtime, which does not
+    survive a fork once started (CUDA, HIP): torch built for a GPU runtime, that vendor's device
+    nodes present, and the visibility variables not hiding every device. A guess that ``current``
+    settles: a process that forks on it checks it after the fork."""
+    import torch
+
+    if parse_device_spec(spec)[0] == "cpu":
+        return False
+    if getattr(torch.version, "hip", None):
+        nodes, variables = ["/dev/kfd"], ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    elif torch.version.cuda:
+        nodes, variables = ["/dev/nvidiactl"], ("CUDA_VISIBLE_DEVICES",)
+    else:
+        return False
+    if not any(os.path.exists(node) for node in nodes):
+        return False
+    for name in variables:
+        value = os.environ.get(name)
+        if value is not None and (not value.strip() or value.strip().startswith("-")):
+            return False
+    return True
+
+
 def vendor_hint() -> str:
     """Best guess of the GPU vendor without importing torch (for the parent process)."""
     if os.path.exists("/dev/kfd") or shutil.which("rocminfo"):

@@ -23,6 +23,10 @@ class WorkerStatus(SchemaModel):
     """Of them, those ready now (the others are still starting)."""
     handed_out: Optional[NonNegativeInt] = None
     """Processes handed to evaluations whose end the pool has not yet seen."""
+    forking: Optional[bool] = None
+    """Replacement processes are forked from the pool's fork server, their imports made once (see
+    ``evaluate/child/warm_fork.py``); false while it starts, once it failed, or where
+    ``SOL_EXECBENCH_WARM_FORK=0``: each process then imports afresh."""
     front: Optional[bool] = None
     """A command-line process waits on ``front.sock`` (the default pool only: ``cli/warm_front.py``)."""
     fingerprint: Optional[str] = None

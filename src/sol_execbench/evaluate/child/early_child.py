@@ -26,7 +26,7 @@ def _start_up(device_spec: str | None) -> None:
         device = use_device(device_spec)
         if not device.is_gpu:
             os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; run_job sets it too
-        import_for_job(device)
+        import_for_job(device.is_gpu)
     except BaseException:  # noqa: BLE001  (run_job takes the same steps with the job's channel open, and reports)
         pass
 

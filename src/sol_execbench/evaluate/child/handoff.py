@@ -62,12 +62,12 @@ def adopt_job(job_path: str, env: dict[str, str], fds: list[int]) -> None:
     os.chdir(os.path.dirname(job_path))
 
 
-def import_for_job(device: Any) -> None:
+def import_for_job(is_gpu: bool) -> None:
     """What ``run_job`` imports for a job, and on a GPU the profiler its device pass starts: imports
     that need no job, made while the child waits for one."""
     import sol_execbench.build  # noqa: F401
     import sol_execbench.schema  # noqa: F401
 
     from . import activity_watch, confinement, timing, workload_eval  # noqa: F401
-    if device.is_gpu:
+    if is_gpu:
         import torch.profiler  # noqa: F401

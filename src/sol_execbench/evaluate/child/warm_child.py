@@ -22,18 +22,24 @@ from .handoff import adopt_job, import_for_job, receive_job
 
 
 def _warm_up(device_spec: str | None) -> Any:
-    """Set up what every evaluation process needs once before its first workload: the device
-    context, the RNG, BLAS, reductions, the profiler and Triton; the device's description."""
+    """Set up what every evaluation process needs once before its first workload: the imports,
+    the device context, the RNG, BLAS, reductions, the profiler and Triton; the device's description."""
     from sol_execbench.platform import current
 
     info = current(device_spec)
     if not info.is_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # Triton reads it at import; the child sets it too
-    _import_ahead(info)
+    import_ahead(info.is_gpu)
+    _warm_device(info)
+    return info
+
+
+def _warm_device(info) -> None:
+    """The device part of the warm-up (``_device_steps``), once the imports are made."""
     if not info.is_gpu:
         for step in _device_steps(info):
             step()
-        return info
+        return
     # The device work runs in steps under gpu_quiet's exclusive lock, so it never overlaps an
     # evaluation's timed passes, and an evaluation reaching them waits for one step, not the whole
     # warm-up. Holding the lock, the child is marked idle: it launches nothing after this warm-up,
@@ -50,20 +56,19 @@ def _warm_up(device_spec: str | None) -> Any:
             step()
     _warm_clock_reader(info)
     gpu_quiet.mark_idle()
-    return info
 
 
-def _import_ahead(info) -> None:
+def import_ahead(is_gpu: bool) -> None:
     """Import what an evaluation imports and what the device warm-up imports (the profiler's
     torch._dynamo, Triton's code generator), and compute Triton's cache key (a hash of its sources
     and libtriton, 0.4 s), before the exclusive lock is taken: seconds of CPU that need no device."""
-    import_for_job(info)
-    if info.is_gpu:
+    import_for_job(is_gpu)
+    if is_gpu:
         import torch._dynamo  # noqa: F401  (the profiler imports it when it first starts)
     try:
         import triton  # noqa: F401
 
-        if info.is_gpu:
+        if is_gpu:
             from triton.runtime.cache import triton_key
 
             from . import _triton_warm  # noqa: F401  (defines the warm-up kernel: Triton's front end)
@@ -165,12 +170,38 @@ def _warm_device_timing(info) -> None:
 def main(argv: list[str]) -> None:
     socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
     pool_pipe = os.environ.pop("SOL_EXECBENCH_POOL_PIPE", None)
+    _die_with_pool(pool_pipe)
+    info = _warm_up(argv[1] if len(argv) > 1 else None)
+    _serve_one_job(info, socket_path)
+
+
+def main_forked(device_spec: str | None, socket_path: str, pool_pipe: int, expected_gpu: bool) -> None:
+    """A warm child forked by the fork server (``warm_fork``), its imports made there: the device's
+    context and kernels, then one job. A device that is not what the server expected (``expected_gpu``,
+    on which it imported Triton) ends the child before it is warm, with ``EXIT_NOT_EXPECTED``."""
+    from sol_execbench.platform import current
+
+    _die_with_pool(pool_pipe)
+    info = current(device_spec)
+    if info.is_gpu != expected_gpu:
+        sys.stderr.write(f"sol-execbench warm child: the device is {'a GPU' if info.is_gpu else 'the CPU'}, "
+                         "not what its fork server expected; the pool starts its children afresh\n")
+        os._exit(EXIT_NOT_EXPECTED)
+    _warm_device(info)
+    _serve_one_job(info, socket_path)
+
+
+EXIT_NOT_EXPECTED = 75  # a forked child whose device the fork server guessed wrong
+
+
+def _die_with_pool(pool_pipe: int | str | None) -> None:
     if pool_pipe is not None:  # the pool's end closes when it dies, however: this child goes too
         from sol_execbench.platform.lifetime import exit_when_pipe_closes
 
         exit_when_pipe_closes(int(pool_pipe))
-    device_spec = argv[1] if len(argv) > 1 else None
-    info = _warm_up(device_spec)
+
+
+def _serve_one_job(info, socket_path: str) -> None:
     job_path, env, fds = receive_job(listening_socket(socket_path), socket_path,  # the socket appearing: warm
                                      idle=_build_launchers if info.is_gpu else None)
     gpu_quiet.unmark_idle()

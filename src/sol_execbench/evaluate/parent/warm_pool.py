@@ -35,12 +35,14 @@ from sol_execbench.platform.host import (kill_session, listening_socket, pending
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 from sol_execbench.schema.warm_pool import WorkerStatus
 
+from .warm_fork import ForkedChild, ForkServer
 from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
                         front_socket_path, package_identity, pool_file, read_json_line, send_job, server_socket_path,
                         startup_values)
 
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
+WARM_FORK_ENV = "SOL_EXECBENCH_WARM_FORK"  # "0": every warm child imports afresh (no fork server)
 _MAX_MESSAGE = 1 << 20
 
 FRONT_MODULE = "sol_execbench.cli.warm_front"  # run by name: the command line's layer sits above this one
@@ -188,8 +190,9 @@ class PoolServer:
         self.device, self.spares, self.idle_timeout_s = device, max(1, spares), idle_timeout_s
         self.owner_pid = owner_pid
         self.fingerprint = startup_fingerprint(dict(os.environ), device)
-        self.waiting: list[tuple[subprocess.Popen, str]] = []  # warming or warm, not yet handed out
-        self.handed: dict[int, subprocess.Popen] = {}
+        self.waiting: list[tuple[subprocess.Popen | ForkedChild, str]] = []  # warming or warm, not yet handed out
+        self.handed: dict[int, subprocess.Popen | ForkedChild] = {}
+        self.forks: ForkServer | None = None  # started by serve()
         self.cleanups: dict[int, tuple[int, str]] = {}  # handed pid -> (taker's pid, its staging folder)
         self.swept: set[int] = set()  # handed children that ended and whose session was killed
         self.lock = threading.Lock()
@@ -234,6 +237,10 @@ class PoolServer:
 
     def _spawn(self) -> None:
         path = str(runtime_socket(CHILD_SOCKET_PREFIX))
+        forked = self.forks.fork(path) if self.forks is not None else None
+        if forked is not None:
+            self.waiting.append((forked, path))
+            return
         env = child_environment({WARM_CHILD_ENV: path})
         args = [sys.executable, "-m", "sol_execbench.evaluate.child.warm_child"] + ([self.device] if self.device else [])
         # A warm child dies with the pool, however the pool dies (it is blocked in accept otherwise):
@@ -244,9 +251,37 @@ class PoolServer:
                                 pass_fds=(self.life_read,))
         self.waiting.append((proc, path))
 
+    def _start_fork_server(self) -> None:
+        """Start the fork server, unless ``SOL_EXECBENCH_WARM_FORK=0``. Until it is ready (its
+        imports take as long as a warm child's) the pool starts no child: it would import beside it."""
+        if os.environ.get(WARM_FORK_ENV, "1") != "0":
+            self.forks = ForkServer(self.device, child_environment({}), self.life_read, POOL_PIPE_ENV)
+
+    def _fork_server_starting(self) -> bool:
+        return self.forks is not None and self.forks.starting()
+
+    def _replenish_due(self) -> bool:
+        """Whether the serve loop should replenish: a child is missing (the fork server just became
+        ready or failed), a waiting one ended, or the server is gone and forked ones still wait."""
+        orphaned = self.forks is not None and self.forks.failed
+        return len(self.waiting) < self.spares or any(
+            p.poll() is not None or (orphaned and isinstance(p, ForkedChild)) for p, _ in self.waiting)
+
     def _replenish(self) -> None:
         with self.lock:
-            self.waiting = [(p, s) for p, s in self.waiting if p.poll() is None]
+            kept = [(p, s) for p, s in self.waiting if p.poll() is None]
+            for _, sock in set(self.waiting) - set(kept):
+                Path(sock).unlink(missing_ok=True)  # of a child that ended before it was handed out
+            if self.forks is not None and any(isinstance(p, ForkedChild) and (p, s) not in kept for p, s in self.waiting):
+                self.forks.give_up()  # a forked child ended before it was handed out: start them afresh
+            if self.forks is not None and self.forks.failed:
+                # Once the server is gone, nobody can report how its children end: none is handed out.
+                for proc, sock in [item for item in kept if isinstance(item[0], ForkedChild)]:
+                    kept.remove((proc, sock))
+                    _discard(proc, sock)
+            self.waiting = kept
+            if self._fork_server_starting():
+                return
             while len(self.waiting) < self.spares and not self.stopping:
                 self._spawn()
 
@@ -319,6 +354,7 @@ class PoolServer:
             else:
                 reply = WorkerStatus(ok=True, pid=os.getpid(), device=self.device, spares=self.spares,
                                      warm=sum(os.path.exists(s) for _, s in self.waiting), handed_out=len(self.handed),
+                                     forking=self.forks is not None and self.forks.usable,
                                      front=self.front is not None and front_socket_path().exists(),
                                      fingerprint=self.fingerprint,
                                      idle_timeout_s=self.idle_timeout_s).model_dump(exclude_none=True)
@@ -334,13 +370,14 @@ class PoolServer:
             for left in (front, Path(pending_socket_path(str(front)))):
                 left.unlink(missing_ok=True)
         with listening_socket(str(path), backlog=16) as listener:
+            self._start_fork_server()
             self._replenish()
             self._spawn_front()
             try:
                 while not self.stopping and time.monotonic() - self.last_request < self.idle_timeout_s \
                         and (self.owner_pid is None or process_alive(self.owner_pid)):
                     watched = [listener] + ([self.front_pipe] if self.front_pipe is not None else [])
-                    ready, _, _ = select.select(watched, [], [], 0.5)
+                    ready, _, _ = select.select(watched, [], [], 0.05 if self._fork_server_starting() else 0.5)
                     if listener in ready:
                         conn, _ = listener.accept()
                         self.last_request = time.monotonic()
@@ -348,6 +385,8 @@ class PoolServer:
                     if self.front_pipe is not None and self.front_pipe in ready:
                         self._front_moved()
                     self._reap()
+                    if self._replenish_due():
+                        self._replenish()
             finally:
                 self._shutdown(path)
 
@@ -394,13 +433,21 @@ class PoolServer:
             self._front_moved()  # it has just taken a command line (stopping: no next one starts)
         waiting = list(self.waiting) + ([(self.front, str(front_socket_path()))] if self.front is not None else [])
         for proc, sock in waiting:  # a front that took a command line is that command's: it runs on
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-            Path(sock).unlink(missing_ok=True)
+            _discard(proc, sock)
+        if self.forks is not None:  # after the children it forked: it reports their ends
+            self.forks.close()
         path.unlink(missing_ok=True)
+
+
+def _discard(proc: subprocess.Popen | ForkedChild, sock: str) -> None:
+    """End a process the pool has not handed out, and remove its socket."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)  # forked a moment ago: not yet leading its session
+    proc.wait()
+    Path(sock).unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> None:
