@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sol_execbench.platform.host import process_alive, process_table  # noqa: F401  (re-exported: the tests' liveness check)
+from sol_execbench.platform.host import process_alive  # noqa: F401  (re-exported: the tests' liveness check)
+from sol_execbench.platform.lifetime import child_pids
 
 ADD_REFERENCE = """import torch
 
@@ -173,12 +174,12 @@ def staging_left(tmp_path: Path) -> list[str]:
 def process_children(pid: int) -> dict[int, str]:
     """The live children of ``pid`` and their command lines."""
     found = {}
-    for child, info in process_table().items():
-        if info.ppid == pid and info.state not in ("Z", "X"):
-            try:
+    for child in child_pids(pid):
+        try:
+            if process_alive(child):
                 found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                pass
+        except OSError:
+            pass
     return found
 
 

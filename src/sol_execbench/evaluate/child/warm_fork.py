@@ -29,8 +29,8 @@ import sys
 import threading
 import warnings
 
-CONTROL_FD_ENV = "SOL_EXECBENCH_FORK_CONTROL"  # named by parent/warm_pool.py, which may not import this side
-POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
+CONTROL_FD_ENV = "SOL_EXECBENCH_FORK_CONTROL"  # named by parent/warm_fork.py, which may not import this side
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"  # named by parent/child_env.py
 
 
 def _send(control: socket.socket, message: dict) -> None:

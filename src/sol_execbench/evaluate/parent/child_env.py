@@ -24,6 +24,7 @@ SUPERVISOR_PARENT_ENV = "SOL_EXECBENCH_SUPERVISOR_PARENT"
 # A pool of one run's own (``warm_pools``): its name is in the environment of the process that
 # started it, so that process's evaluations find it and no other run's do.
 POOL_NAME_ENV = "SOL_EXECBENCH_POOL_NAME"
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"  # the read end of the pipe a warm child watches to end with its pool
 # The child's stdout and stderr, kept apart in the staging folder.
 CHILD_STDOUT_LOG, CHILD_STDERR_LOG = "child.stdout.log", "child.stderr.log"
 # The staging folder to remove when the command line dies without removing it (SIGKILL): by the

@@ -20,6 +20,8 @@ import time
 
 from sol_execbench.platform.host import process_alive
 
+from .child_env import POOL_PIPE_ENV
+
 FORK_SERVER_MODULE = "sol_execbench.evaluate.child.warm_fork"  # run by name: this side may not import it
 CONTROL_FD_ENV = "SOL_EXECBENCH_FORK_CONTROL"
 FORK_REPLY_S = 5.0  # a fork the server has not confirmed within this long is given up (the server too)
@@ -60,11 +62,11 @@ class ForkedChild:
 class ForkServer:
     """The fork server process and the thread that reads what it says."""
 
-    def __init__(self, device: str | None, env: dict[str, str], pool_pipe: int, pool_pipe_env: str):
+    def __init__(self, device: str | None, env: dict[str, str], pool_pipe: int):
         self.started_at = time.monotonic()
         ours, theirs = socket.socketpair()
         args = [sys.executable, "-m", FORK_SERVER_MODULE] + ([device] if device else [])
-        env = dict(env, **{CONTROL_FD_ENV: str(theirs.fileno()), pool_pipe_env: str(pool_pipe)})
+        env = dict(env, **{CONTROL_FD_ENV: str(theirs.fileno()), POOL_PIPE_ENV: str(pool_pipe)})
         try:
             self.proc: subprocess.Popen | None = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
@@ -76,7 +78,7 @@ class ForkServer:
         self.ready = threading.Event()
         self.failed = self.proc is None
         self.children: dict[int, ForkedChild] = {}
-        self._replies: list[int] = []
+        self._replies: list[ForkedChild] = []
         self._replied = threading.Condition()
         self._ask = threading.Lock()  # one fork request at a time: replies come in order
         if self.proc is not None:
@@ -106,10 +108,11 @@ class ForkServer:
                 self.give_up()
                 return None
             with self._replied:
-                if not self._replied.wait_for(lambda: self._replies or self.failed, FORK_REPLY_S) or not self._replies:
-                    self.give_up()
-                    return None
-                return self.children[self._replies.pop(0)]
+                self._replied.wait_for(lambda: self._replies or self.failed, FORK_REPLY_S)
+                child = self._replies.pop(0) if self._replies else None
+            if child is None:
+                self.give_up()
+            return child
 
     def give_up(self) -> None:
         """Stop forking: the pool starts its children afresh from now on. The server ends (its
@@ -154,13 +157,12 @@ class ForkServer:
         if message.get("ready"):
             self.ready.set()
         elif "forked" in message:
-            pid = int(message["forked"])
+            child = ForkedChild(int(message["forked"]))
             with self._replied:
-                self.children[pid] = ForkedChild(pid)
-                self._replies.append(pid)
+                self.children[child.pid] = child
+                self._replies.append(child)
                 self._replied.notify_all()
         elif "exited" in message:
             child = self.children.pop(int(message["exited"]), None)
             if child is not None:
-                code = message.get("returncode")
-                child._end(int(code) if code is not None else None)
+                child._end(int(message["returncode"]))

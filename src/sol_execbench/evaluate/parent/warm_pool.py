@@ -36,12 +36,11 @@ from sol_execbench.sandbox.peer import refusal as peer_refusal
 from sol_execbench.schema.warm_pool import WorkerStatus
 
 from .warm_fork import ForkedChild, ForkServer
-from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
+from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, POOL_PIPE_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
                         front_socket_path, package_identity, pool_file, read_json_line, send_job, server_socket_path,
                         startup_values)
 
 WARM_CHILD_ENV = "SOL_EXECBENCH_WARM_SOCKET"
-POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
 WARM_FORK_ENV = "SOL_EXECBENCH_WARM_FORK"  # "0": every warm child imports afresh (no fork server)
 _MAX_MESSAGE = 1 << 20
 
@@ -255,7 +254,7 @@ class PoolServer:
         """Start the fork server, unless ``SOL_EXECBENCH_WARM_FORK=0``. Until it is ready (its
         imports take as long as a warm child's) the pool starts no child: it would import beside it."""
         if os.environ.get(WARM_FORK_ENV, "1") != "0":
-            self.forks = ForkServer(self.device, child_environment({}), self.life_read, POOL_PIPE_ENV)
+            self.forks = ForkServer(self.device, child_environment({}), self.life_read)
 
     def _fork_server_starting(self) -> bool:
         return self.forks is not None and self.forks.starting()
@@ -269,17 +268,18 @@ class PoolServer:
 
     def _replenish(self) -> None:
         with self.lock:
-            kept = [(p, s) for p, s in self.waiting if p.poll() is None]
-            for _, sock in set(self.waiting) - set(kept):
+            ended = [(p, s) for p, s in self.waiting if p.poll() is not None]
+            for _, sock in ended:
                 Path(sock).unlink(missing_ok=True)  # of a child that ended before it was handed out
-            if self.forks is not None and any(isinstance(p, ForkedChild) and (p, s) not in kept for p, s in self.waiting):
-                self.forks.give_up()  # a forked child ended before it was handed out: start them afresh
-            if self.forks is not None and self.forks.failed:
-                # Once the server is gone, nobody can report how its children end: none is handed out.
-                for proc, sock in [item for item in kept if isinstance(item[0], ForkedChild)]:
-                    kept.remove((proc, sock))
-                    _discard(proc, sock)
-            self.waiting = kept
+            self.waiting = [item for item in self.waiting if item not in ended]
+            if self.forks is not None:
+                if any(isinstance(p, ForkedChild) for p, _ in ended):
+                    self.forks.give_up()  # a forked child ended before it was handed out: start them afresh
+                if self.forks.failed:
+                    # Once the server is gone, nobody can report how its children end: none is handed out.
+                    for proc, sock in [item for item in self.waiting if isinstance(item[0], ForkedChild)]:
+                        self.waiting.remove((proc, sock))
+                        _discard(proc, sock)
             if self._fork_server_starting():
                 return
             while len(self.waiting) < self.spares and not self.stopping:
