@@ -81,9 +81,10 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
             pass  # e.g. --dump-failures naming a file: the dump writer warns about it
     planned = (IsolationRecord.model_validate(isolation["record"]) if isolation.get("record")
                else plan(mode, folders))
+    private_caches = planned.mechanism != "none"  # unsandboxed, the user's own caches keep serving
     # Before the cache variables point into the run: the tool's cache is where the user's put it.
-    protected = _protected_places(job.get("output_path"), private_caches=planned.mechanism != "none")
-    if planned.mechanism != "none":  # unsandboxed, the user's own caches keep serving
+    protected = _protected_places(job.get("output_path"), private_caches=private_caches)
+    if private_caches:
         os.environ.update(private_environment(staging))
         tempfile.tempdir = None  # read TMPDIR again
     harness = TreeDigest([HARNESS_DIR])
@@ -92,7 +93,7 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
     sys.dont_write_bytecode = True
     attempts = AttemptLog(list(folders.private), protected, sandboxed=record.filesystem)
     attempts.armed = True
-    return Confinement(record, attempts, harness, private_caches=planned.mechanism != "none")
+    return Confinement(record, attempts, harness, private_caches=private_caches)
 
 
 def judged(trace: Any, confinement: Confinement) -> Any:
