@@ -21,6 +21,9 @@ from ..triton_launchers import MAX_PER_RUN, WantedWatch, store_dir
 from .handoff import adopt_job, import_for_job, receive_job
 
 
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"  # named by parent/child_env.py, which this side may not import
+
+
 def _warm_up(device_spec: str | None) -> Any:
     """Set up what every evaluation process needs once before its first workload: the imports,
     the device context, the RNG, BLAS, reductions, the profiler and Triton; the device's description."""
@@ -169,7 +172,7 @@ def _warm_device_timing(info) -> None:
 
 def main(argv: list[str]) -> None:
     socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
-    pool_pipe = os.environ.pop("SOL_EXECBENCH_POOL_PIPE", None)
+    pool_pipe = os.environ.pop(POOL_PIPE_ENV, None)
     _die_with_pool(pool_pipe)
     info = _warm_up(argv[1] if len(argv) > 1 else None)
     _serve_one_job(info, socket_path)

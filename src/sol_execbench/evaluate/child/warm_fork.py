@@ -30,7 +30,6 @@ import threading
 import warnings
 
 CONTROL_FD_ENV = "SOL_EXECBENCH_FORK_CONTROL"  # named by parent/warm_fork.py, which may not import this side
-POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"  # named by parent/child_env.py
 
 
 def _send(control: socket.socket, message: dict) -> None:
@@ -85,12 +84,13 @@ def serve(control: socket.socket, pool_pipe: int) -> str:
 
 
 def main(argv: list[str]) -> None:
-    control = socket.socket(fileno=int(os.environ.pop(CONTROL_FD_ENV)))
-    pool_pipe = int(os.environ.pop(POOL_PIPE_ENV))
-    device_spec = argv[1] if len(argv) > 1 else None
     from sol_execbench.platform import gpu_expected
 
     from . import warm_child
+
+    control = socket.socket(fileno=int(os.environ.pop(CONTROL_FD_ENV)))
+    pool_pipe = int(os.environ.pop(warm_child.POOL_PIPE_ENV))
+    device_spec = argv[1] if len(argv) > 1 else None
 
     expected_gpu = gpu_expected(device_spec)
     if not expected_gpu:

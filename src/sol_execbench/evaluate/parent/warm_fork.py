@@ -9,6 +9,7 @@ None and the pool starts its children afresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,6 +27,17 @@ FORK_SERVER_MODULE = "sol_execbench.evaluate.child.warm_fork"  # run by name: th
 CONTROL_FD_ENV = "SOL_EXECBENCH_FORK_CONTROL"
 FORK_REPLY_S = 5.0  # a fork the server has not confirmed within this long is given up (the server too)
 START_S = 120.0  # a server not ready within this long is given up: the pool starts no child while it starts
+
+
+def end_process(proc: subprocess.Popen | ForkedChild) -> None:
+    """SIGKILL the session ``proc`` leads, or ``proc`` alone where it leads none yet (a child forked
+    a moment ago), and wait for it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 class ForkedChild:
@@ -124,11 +136,7 @@ class ForkServer:
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
+            end_process(self.proc)
         try:
             self.control.shutdown(socket.SHUT_RDWR)  # the reader thread sees the end
         except OSError:

@@ -35,7 +35,7 @@ from sol_execbench.platform.host import (kill_session, listening_socket, pending
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 from sol_execbench.schema.warm_pool import WorkerStatus
 
-from .warm_fork import ForkedChild, ForkServer
+from .warm_fork import ForkedChild, ForkServer, end_process
 from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, POOL_PIPE_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
                         front_socket_path, package_identity, pool_file, read_json_line, send_job, server_socket_path,
                         startup_values)
@@ -441,12 +441,7 @@ class PoolServer:
 
 def _discard(proc: subprocess.Popen | ForkedChild, sock: str) -> None:
     """End a process the pool has not handed out, and remove its socket."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(proc.pid, signal.SIGKILL)  # forked a moment ago: not yet leading its session
-    proc.wait()
+    end_process(proc)
     Path(sock).unlink(missing_ok=True)
 
 
