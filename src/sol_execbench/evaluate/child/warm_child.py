@@ -21,7 +21,9 @@ from ..triton_launchers import MAX_PER_RUN, WantedWatch, store_dir
 from .handoff import adopt_job, import_for_job, receive_job
 
 
-POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"  # named by parent/child_env.py, which this side may not import
+# Both named by the parent side as well (parent/child_env.py, parent/warm_pool.py), which this side may not import.
+POOL_PIPE_ENV = "SOL_EXECBENCH_POOL_PIPE"
+WARM_SOCKET_ENV = "SOL_EXECBENCH_WARM_SOCKET"
 
 
 def _warm_up(device_spec: str | None) -> Any:
@@ -171,7 +173,7 @@ def _warm_device_timing(info) -> None:
 
 
 def main(argv: list[str]) -> None:
-    socket_path = os.environ.pop("SOL_EXECBENCH_WARM_SOCKET")
+    socket_path = os.environ.pop(WARM_SOCKET_ENV)
     pool_pipe = os.environ.pop(POOL_PIPE_ENV, None)
     _die_with_pool(pool_pipe)
     info = _warm_up(argv[1] if len(argv) > 1 else None)

@@ -20,7 +20,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -170,8 +169,7 @@ def warm_pools(devices: Iterable[str | None], spares: int = 1, answer_s: float =
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                end_process(proc)
             log = pool_file(device, "log")  # named after this run: kept only when the pool wrote to it
             with contextlib.suppress(OSError):
                 if log.stat().st_size == 0:
@@ -425,9 +423,7 @@ class PoolServer:
             # evaluation the run abandoned (SIGTERM), whose thread will not remove its staging folder.
             for pid, proc in list(self.handed.items()):
                 if proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    end_process(proc)
                 self._clean_after(pid, abandoned=True)
         if self.front_pipe is not None and select.select([self.front_pipe], [], [], 0)[0]:
             self._front_moved()  # it has just taken a command line (stopping: no next one starts)
