@@ -16,7 +16,7 @@ from typing import Any
 from sol_execbench.platform.host import listening_socket
 
 from . import gpu_quiet
-from .. import phases
+from .. import launch_level, phases
 from ..triton_launchers import MAX_PER_RUN, WantedWatch, store_dir
 from .handoff import adopt_job, import_for_job, receive_job
 
@@ -115,9 +115,11 @@ def _warm_clock_reader(info) -> None:
 
 def _device_steps(info) -> list[Callable[[], None]]:
     """The device warm-up, in steps of at most a few tenths of a second (an evaluation that waits
-    for the device waits for one): the device made current (its context created), each dtype's
-    kernels, a first timed measurement, a Triton launch."""
+    for the device waits for one): the device made current (its context created), on an NVIDIA GPU
+    the process's launch level judged, each dtype's kernels, a first timed measurement, a Triton launch."""
     steps: list[Callable[[], None]] = [functools.partial(_use_device, info)]
+    if info.vendor == "cuda" and launch_level.selection_enabled():
+        steps.append(functools.partial(_keep_launch_level, info))
     steps += [functools.partial(_warm_dtype, info, name) for name in ("float32", "bfloat16", "float16")]
     if info.is_gpu:
         steps += [functools.partial(_warm_device_timing, info), functools.partial(_warm_triton, info)]
@@ -134,6 +136,28 @@ def _use_device(info) -> None:
     if info.is_gpu:
         torch.cuda.Event(enable_timing=True).record()
         torch.cuda.synchronize(info.torch_device)
+
+
+def _keep_launch_level(info) -> None:
+    """Measure this process's launch level (``evaluate/launch_level.py``) and exit before the rest
+    of the warm-up when it is slower than the device's lowest: the pool starts another child."""
+    from .clock_watch import device_uuid
+
+    import torch
+
+    uuid = device_uuid(info)
+    if uuid is None:
+        return
+    try:
+        verdict = launch_level.decide(launch_level.history_path(uuid, torch.__version__),
+                                      launch_level.probe_us(info.torch_device))
+    except Exception:  # noqa: BLE001  (a probe that fails keeps the child, as without the selection)
+        return
+    phases.phase(f"launch level {verdict.probe_us:.3f} us a queued kernel (floor {verdict.floor_us}): "
+                 f"{'kept' if verdict.kept else 'turned away'}, {verdict.why}")
+    if not verdict.kept:
+        gpu_quiet.unmark_idle()
+        os._exit(launch_level.EXIT_SLOW_LAUNCH)
 
 
 def _warm_dtype(info, dtype_name: str) -> None:

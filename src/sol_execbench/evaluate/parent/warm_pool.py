@@ -34,6 +34,7 @@ from sol_execbench.platform.host import (kill_session, listening_socket, pending
 from sol_execbench.sandbox.peer import refusal as peer_refusal
 from sol_execbench.schema.warm_pool import WorkerStatus
 
+from ..launch_level import EXIT_SLOW_LAUNCH
 from .warm_fork import ForkedChild, ForkServer, end_process
 from .child_env import (FRONT_TAKEN, POOL_NAME_ENV, POOL_PIPE_ENV, STAGING_CLEANUP_ENV, child_environment,  # noqa: F401  (re-exported)
                         front_socket_path, package_identity, pool_file, read_json_line, send_job, server_socket_path,
@@ -271,8 +272,8 @@ class PoolServer:
                 Path(sock).unlink(missing_ok=True)  # of a child that ended before it was handed out
             self.waiting = [item for item in self.waiting if item not in ended]
             if self.forks is not None:
-                if any(isinstance(p, ForkedChild) for p, _ in ended):
-                    self.forks.give_up()  # a forked child ended before it was handed out: start them afresh
+                if any(isinstance(p, ForkedChild) and p.returncode != EXIT_SLOW_LAUNCH for p, _ in ended):
+                    self.forks.give_up()  # a forked child failed before it was handed out: start them afresh
                 if self.forks.failed:
                     # Once the server is gone, nobody can report how its children end: none is handed out.
                     for proc, sock in [item for item in self.waiting if isinstance(item[0], ForkedChild)]:

@@ -1,0 +1,121 @@
+"""A warm process's launch level: how fast the device runs kernels already queued one after another.
+
+On an H100 the gaps a device leaves between queued kernels sit at a level of each process, steady
+within it: tiny kernels queued behind a hold took 1.93 to 2.19 us each over eight processes, and an
+eight-kernel RMSNorm's device span moved with them by 6 to 7% (correlation 0.99), while the kernels'
+own durations agreed within 1%. Both sides of an evaluation share their process's level, so the
+speedup holds; the absolute latency of a call of several small kernels does not, from one
+evaluation to the next.
+
+So a warm child on an NVIDIA GPU measures its level right after creating its device context (the
+probe: 32 one-element additions queued behind a spin kernel, CUDA events, the lower quartile of 40)
+and keeps it only near the lowest level this device has shown: at most ``TOLERANCE`` above the
+second-lowest of the last ``HISTORY`` probes (the lowest of them while there are fewer than
+``ROBUST_FROM``). A slower child exits with ``EXIT_SLOW_LAUNCH`` before it is warm and the pool
+starts another, unless the last ``MAX_REJECTED`` children were all turned away: then it stays, so
+that a device whose level rose for good still gets warm children. The probes are kept per device
+and torch version in the tool's cache, written only by warm children before any job (a solution
+cannot reach the tool's cache). ``SOL_EXECBENCH_LAUNCH_LEVEL=0`` keeps every child.
+
+A process started for one evaluation alone (no pool) runs at whatever level it got.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_SLOW_LAUNCH = 76  # a warm child turned away for its launch level (the pool starts another)
+LEVEL_ENV = "SOL_EXECBENCH_LAUNCH_LEVEL"  # "0": keep every warm child whatever its level
+
+HISTORY = 32  # probes kept per device
+ROBUST_FROM = 4  # from this many probes the floor is the second-lowest, so that one outlier does not set it
+TOLERANCE = 0.03  # a child within this fraction of the floor is kept (the two levels lie 8 to 10% apart)
+MAX_REJECTED = 3  # after this many children turned away in a row, the next is kept whatever its level
+PROBE_KERNELS, PROBE_ROUNDS, PROBE_HOLD_CYCLES = 32, 40, 1_000_000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kept: bool
+    probe_us: float
+    floor_us: float | None  # None: no probe on this device yet
+    why: str  # "first" | "near floor" | "slower" | "after rejections"
+
+
+def selection_enabled() -> bool:
+    return os.environ.get(LEVEL_ENV, "1") != "0"
+
+
+def history_path(device_uuid: str, torch_version: str) -> Path:
+    from sol_execbench.platform.host import cache_root
+
+    key = hashlib.sha1(f"{device_uuid}#{torch_version}".encode()).hexdigest()[:16]
+    return cache_root() / "launch-levels" / f"{key}.json"
+
+
+def judge(probes: list[dict], probe_us: float) -> Verdict:
+    """Keep ``probe_us``, or not, given the device's earlier probes (oldest first, each
+    ``{"us": float, "kept": bool}``)."""
+    values = sorted(p["us"] for p in probes)
+    if not values:
+        return Verdict(True, probe_us, None, "first")
+    floor = values[1] if len(values) >= ROBUST_FROM else values[0]
+    if probe_us <= floor * (1 + TOLERANCE):
+        return Verdict(True, probe_us, floor, "near floor")
+    recent = probes[-MAX_REJECTED:]
+    if len(recent) == MAX_REJECTED and not any(p["kept"] for p in recent):
+        return Verdict(True, probe_us, floor, "after rejections")
+    return Verdict(False, probe_us, floor, "slower")
+
+
+def decide(path: Path, probe_us: float) -> Verdict:
+    """Judge ``probe_us`` against the probes recorded at ``path`` and record it, under an exclusive
+    lock (the pool warms several children at once). A file that cannot be read counts as empty; one
+    that cannot be written leaves the verdict as judged."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            probes = [p for p in json.loads(path.read_text())["probes"]
+                      if isinstance(p.get("us"), (int, float)) and p["us"] > 0 and isinstance(p.get("kept"), bool)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            probes = []
+        verdict = judge(probes, probe_us)
+        probes = (probes + [{"us": round(probe_us, 4), "kept": verdict.kept, "at": round(time.time())}])[-HISTORY:]
+        with contextlib.suppress(OSError):
+            temporary = path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps({"probes": probes}))
+            os.replace(temporary, path)
+        return verdict
+    finally:
+        os.close(fd)
+
+
+def probe_us(torch_device) -> float:
+    """Microseconds per one-element addition queued behind a spin kernel (the launch level)."""
+    import torch
+
+    with torch.cuda.device(torch_device):
+        x = torch.zeros(1, device=torch_device)
+        times = []
+        for round_index in range(PROBE_ROUNDS + 3):  # the first three warm the path up
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(PROBE_HOLD_CYCLES)  # the host queues every addition before the device reaches them
+            start.record()
+            for _ in range(PROBE_KERNELS):
+                x.add_(1)
+            end.record()
+            end.synchronize()
+            if round_index >= 3:
+                times.append(start.elapsed_time(end) * 1e3 / PROBE_KERNELS)
+    # The lower quartile: an evaluation's correctness rounds may run beside a warm-up, and the
+    # device's time slices between the two processes lengthen some rounds, not the level of the rest.
+    return sorted(times)[len(times) // 4]

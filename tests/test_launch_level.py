@@ -1,0 +1,121 @@
+"""A warm child's launch level: which probes are kept against the device's recorded ones, the record
+kept across processes, and on a GPU the pool going on forking when children are turned away."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+
+import pytest
+
+from sol_execbench.evaluate import launch_level
+from sol_execbench.evaluate.launch_level import HISTORY, MAX_REJECTED, TOLERANCE, decide, judge
+
+
+def _probes(*values: float, kept: bool = True) -> list[dict]:
+    return [{"us": v, "kept": kept} for v in values]
+
+
+def test_the_first_probe_on_a_device_is_kept():
+    verdict = judge([], 2.2)
+    assert verdict.kept and verdict.floor_us is None and verdict.why == "first"
+
+
+def test_a_probe_near_the_floor_is_kept_and_a_slower_one_turned_away():
+    earlier = _probes(2.15, 1.95, 2.18, 1.97)  # the floor: the second-lowest, 1.97
+    assert judge(earlier, 1.97 * (1 + TOLERANCE) - 1e-6).kept
+    slower = judge(earlier, 1.97 * (1 + TOLERANCE) + 1e-3)
+    assert not slower.kept and slower.floor_us == 1.97 and slower.why == "slower"
+
+
+def test_one_outlying_low_probe_does_not_set_the_floor_once_there_are_enough():
+    earlier = _probes(1.0, 2.0, 2.2, 2.1)
+    assert judge(earlier, 2.05).kept  # against 2.0, not the outlier 1.0
+    assert not judge(earlier[:3], 2.05).kept  # with three, the lowest is the floor
+
+
+def test_a_child_is_kept_after_the_last_ones_were_all_turned_away():
+    earlier = _probes(1.0, 1.0) + _probes(*[2.2] * MAX_REJECTED, kept=False)
+    verdict = judge(earlier, 2.2)
+    assert verdict.kept and verdict.why == "after rejections"
+    interrupted = earlier[:-1] + _probes(2.2)  # a kept one among the last: the count starts again
+    assert not judge(interrupted, 2.2).kept
+
+
+def test_decide_records_each_probe_and_keeps_the_newest(tmp_path):
+    path = tmp_path / "levels" / "device.json"
+    verdicts = [decide(path, 2.0 + (i % 2) * 0.2) for i in range(HISTORY + 5)]
+    probes = json.loads(path.read_text())["probes"]
+    assert len(probes) == HISTORY
+    assert [p["kept"] for p in probes] == [v.kept for v in verdicts[-HISTORY:]]
+    assert verdicts[0].kept and not verdicts[1].kept  # 2.2 against the floor 2.0
+
+
+def test_a_record_that_cannot_be_read_counts_as_empty(tmp_path):
+    path = tmp_path / "device.json"
+    for text in ("not json", json.dumps({"probes": [{"us": "fast", "kept": 1}, 7]}), json.dumps([1, 2])):
+        path.write_text(text)
+        verdict = decide(path, 2.5)
+        assert verdict.kept and verdict.why == "first"
+        assert [p["us"] for p in json.loads(path.read_text())["probes"]] == [2.5]
+
+
+def _decide_in_process(path: str, value: float) -> None:
+    from pathlib import Path
+
+    decide(Path(path), value)
+
+
+def test_processes_deciding_at_once_each_leave_their_probe(tmp_path):
+    path = tmp_path / "device.json"
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_decide_in_process, args=(str(path), 2.0 + i / 100)) for i in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    assert sorted(p["us"] for p in json.loads(path.read_text())["probes"]) == [2.0 + i / 100 for i in range(6)]
+
+
+def test_the_selection_can_be_turned_off(monkeypatch):
+    assert launch_level.selection_enabled()
+    monkeypatch.setenv(launch_level.LEVEL_ENV, "0")
+    assert not launch_level.selection_enabled()
+
+
+@pytest.mark.gpu
+def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path):
+    """With a recorded floor no process reaches, the first MAX_REJECTED children exit slow, the next
+    is kept, and the pool still forks its children and serves an evaluation."""
+    import torch
+
+    from sol_execbench import evaluate
+    from sol_execbench.evaluate.parent.warm_pool import pool_status
+
+    from .conftest import _warm_pool
+    from .problems import LIGHT_CONFIG, add_definition, solution, workloads
+
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    path = launch_level.history_path(str(torch.cuda.get_device_properties(0).uuid), torch.__version__)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"probes": _probes(0.01, 0.01, 0.01, 0.01)}))
+    pool = _warm_pool(monkeypatch, None)
+    next(pool)
+    try:
+        probes = json.loads(path.read_text())["probes"][4:]
+        assert [p["kept"] for p in probes] == [False] * MAX_REJECTED + [True]
+        assert all(p["us"] > 0.5 for p in probes)  # real probes: microseconds a queued kernel
+        assert pool_status(None)["forking"] is True  # turned-away children are not a failed fork
+        logs: list[str] = []
+        traces = evaluate(add_definition(), workloads(8), solution("def run(a, b):\n    return a + b\n"), LIGHT_CONFIG,
+                          on_log=logs.append)
+        assert [t.evaluation.status.value for t in traces] == ["PASSED"]
+        assert "took the job from the warm pool" in "".join(logs)
+        deadline = time.monotonic() + 60  # the replacement probes against the same floor
+        while len(probes := json.loads(path.read_text())["probes"]) < 4 + MAX_REJECTED + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert probes[4 + MAX_REJECTED + 1]["kept"] is False  # a kept one among the last three: turned away
+    finally:
+        next(pool, None)
