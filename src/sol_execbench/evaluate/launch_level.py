@@ -37,7 +37,7 @@ LEVEL_ENV = "SOL_EXECBENCH_LAUNCH_LEVEL"  # "0": keep every warm child whatever 
 HISTORY = 32  # probes kept per device
 ROBUST_FROM = 4  # from this many probes the floor is the second-lowest, so that one outlier does not set it
 TOLERANCE = 0.03  # a child within this fraction of the floor is kept (the two levels lie 8 to 10% apart)
-MAX_REJECTED = 3  # after this many children turned away in a row, the next is kept whatever its level
+MAX_REJECTED = 6  # after this many children turned away in a row, the next is kept whatever its level (about half are slower)
 PROBE_KERNELS, PROBE_ROUNDS, PROBE_HOLD_CYCLES = 32, 40, 1_000_000
 
 
