@@ -10,7 +10,10 @@ kernels) at two sizes with ``fidelity.py``'s instruments:
   kernel start to last kernel end, queued behind the hold, L2 flushed), what the A/A judges;
 - ``span_no_flush``: the same without the flush;
 - ``events``: the same calls timed by CUDA events behind the hold (method ``events``);
-- ``kernel_sum``: the kernels' durations added (``profiler_kernel_sum``), the span less its gaps.
+- ``kernel_sum``: the kernels' durations added (``profiler_kernel_sum``), the span less its gaps;
+
+and, first, the process's launch level as a warm child measures it (``evaluate/launch_level.py``:
+us per one-element addition queued behind a spin), with its correlation to each reading.
 
 Prints, per size and reading, the value in every process and its spread across processes (largest
 less smallest, over the median); writes JSON. The A/A target asks 3% of a device-set latency across
@@ -21,7 +24,9 @@ without one). Internal: ``--child`` is one process's measurement.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +40,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm" / "defini
 SHAPES = ((4, 1024), (64, 4096))  # rows x hidden: the bundled example's rmsnorm-small and rmsnorm-decode
 WARMUP = 10
 READINGS = ("span", "kernel_sum", "events", "span_no_flush")
+LEVEL = "launch_level"  # the process's launch level, as a warm child measures it
 
 
 class _NoFlush:
@@ -45,13 +51,18 @@ class _NoFlush:
 
 
 def summarize(processes: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
-    """Per size and reading: every process's value and the spread across them."""
+    """Per size and reading: every process's value, the spread across them and, where every process
+    has a launch level, their correlation with it."""
     table: dict[str, dict[str, Any]] = {}
+    levels = [p.get(LEVEL, {}).get("probe") for p in processes]
     for shape in processes[0]:
-        for reading in READINGS:
+        for reading in READINGS if shape != LEVEL else ("probe",):
             values = [p[shape][reading] for p in processes if reading in p.get(shape, {})]
             if values:
-                table[f"{shape} {reading}"] = {"us": values, "spread": spread(values)}
+                row = table[f"{shape} {reading}"] = {"us": values, "spread": spread(values)}
+                if shape != LEVEL and None not in levels and len(values) == len(levels) > 2:
+                    with contextlib.suppress(statistics.StatisticsError):
+                        row["correlation_with_level"] = statistics.correlation(levels, values)
     return table
 
 
@@ -68,7 +79,9 @@ def measure_here(calls: int) -> dict[str, dict[str, float]]:
 
     from fidelity import harness_median, profiler_kernel_sum  # noqa: PLC0415
 
-    rmsnorm, results = example_reference(), {}
+    from sol_execbench.evaluate.launch_level import probe_us  # noqa: PLC0415
+
+    rmsnorm, results = example_reference(), {LEVEL: {"probe": probe_us("cuda")}}
 
     def device_time_us(values: list, method: str, flusher: Any = None) -> float:
         return harness_median(rmsnorm, values, method, WARMUP, calls, flusher=flusher)["device_time_ms"] * 1e3
@@ -108,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         processes.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"process {number + 1} of {args.processes} done", flush=True)
     table = summarize(processes)
-    print(f"{'size and reading':26s} {'us in each process':60s} spread")
+    print(f"{'size and reading':26s} {'us in each process':60s} spread, correlation with the launch level")
     for key, row in table.items():
         cells = " ".join(f"{v:7.2f}" for v in row["us"])
-        print(f"{key:26s} {cells[:60]:60s} {row['spread'] * 100:5.1f}%")
+        correlation = f"  r={row['correlation_with_level']:+.2f}" if "correlation_with_level" in row else ""
+        print(f"{key:26s} {cells[:60]:60s} {row['spread'] * 100:5.1f}%{correlation}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,

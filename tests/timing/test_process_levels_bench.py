@@ -34,6 +34,17 @@ def test_each_reading_is_summarized_across_processes(levels):
     assert "4x1024 span_no_flush" not in table  # a reading no process gave is left out
 
 
+def test_readings_are_correlated_with_the_launch_level_where_every_process_has_one(levels):
+    processes = [{levels.LEVEL: {"probe": level}, "4x1024": {"span": span, "kernel_sum": 17.7}}
+                 for level, span in ((1.95, 25.0), (2.15, 26.6), (1.97, 25.2), (2.10, 26.3))]
+    table = levels.summarize(processes)
+    assert table[f"{levels.LEVEL} probe"]["us"] == [1.95, 2.15, 1.97, 2.10]
+    assert table["4x1024 span"]["correlation_with_level"] > 0.95
+    assert "correlation_with_level" not in table[f"{levels.LEVEL} probe"]
+    processes[1].pop(levels.LEVEL)
+    assert "correlation_with_level" not in levels.summarize(processes)["4x1024 span"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without an NVIDIA GPU")
 def test_without_a_gpu_it_exits_2_with_one_line():
     proc = subprocess.run([sys.executable, str(SCRIPT), "--processes", "1"], capture_output=True, text=True, timeout=120)
