@@ -136,6 +136,7 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "host_bound": sol.get("host_bound"), "device_time_ms": sol.get("device_time_ms"),
             "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms")),
             "warnings": ev.get("warnings") or [],  # e.g. other processes on the GPU
+            "launch_level_us": (ev.get("environment") or {}).get("launch_level_us"),  # the process's (NVIDIA)
             # why a run did not pass (the verdict's log), so that a miss can be told from a harness fault
             "log": (ev.get("log") or "")[:LOG_CHARS] if ev["status"] != "PASSED" else ""}, trace["workload"]["uuid"]
 
@@ -227,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         if "shared_level" in v:
             print(f"    the reference's latency moved {v.get('reference_spread', float('nan')) * 100:.2f}% across the runs, "
                   f"the speedup {v['speedup_spread'] * 100:.2f}%: "
-                  + ("a level both sides shared in each process" if v["shared_level"] else "not a shared level"))
+                  + ("a level both sides shared in each process" if v["shared_level"] else "not a shared level")
+                  + (f"; the processes' launch levels {' '.join(f'{lv:.3f}' for lv in levels)} us"
+                     if all(levels := [r.get("launch_level_us") for r in runs]) else ""))
         if not v["ok"]:  # what the traces said beside a miss (another process on the GPU, clocks)
             for number, run in enumerate(runs, 1):
                 for warning in run.get("warnings", []):

@@ -85,6 +85,31 @@ def test_the_selection_can_be_turned_off(monkeypatch):
     assert not launch_level.selection_enabled()
 
 
+def _evaluate_add(**options):
+    from sol_execbench import evaluate
+
+    from .problems import LIGHT_CONFIG, add_definition, solution, workloads
+
+    return evaluate(add_definition(), workloads(8), solution("def run(a, b):\n    return a + b\n"), LIGHT_CONFIG,
+                    **options)
+
+
+def test_a_trace_on_the_cpu_has_no_launch_level():
+    traces = _evaluate_add(device="cpu")
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"]
+    assert traces[0].evaluation.environment.launch_level_us is None
+
+
+@pytest.mark.gpu
+def test_an_evaluation_on_an_nvidia_gpu_says_its_process_launch_level():
+    import torch
+
+    traces = _evaluate_add()
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"]
+    level = traces[0].evaluation.environment.launch_level_us
+    assert (level is not None and 0.5 < level < 50) if torch.version.cuda else level is None
+
+
 @pytest.mark.gpu
 def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path):
     """With a recorded floor no process reaches, the first MAX_REJECTED children exit slow, the next
@@ -113,6 +138,7 @@ def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path)
                           on_log=logs.append)
         assert [t.evaluation.status.value for t in traces] == ["PASSED"]
         assert "took the job from the warm pool" in "".join(logs)
+        assert traces[0].evaluation.environment.launch_level_us == pytest.approx(probes[-1]["us"], abs=1e-3)
         deadline = time.monotonic() + 60  # the replacement probes against the same floor
         while len(probes := json.loads(path.read_text())["probes"]) < 4 + MAX_REJECTED + 2 and time.monotonic() < deadline:
             time.sleep(0.2)

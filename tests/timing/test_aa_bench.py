@@ -57,13 +57,15 @@ def test_a_speedup_out_of_band_or_a_failed_run_misses():
 def test_a_row_keeps_the_trace_s_facts_and_warnings():
     trace = {"workload": {"uuid": "w1"},
              "evaluation": {"status": "PASSED", "warnings": ["2 other process(es) used the GPU"],
+                            "environment": {"hardware": "H100", "launch_level_us": 1.97},
                             "performance": {"speedup_factor": 1.01, "latency_ms": 0.02,
                                             "speedup_interval": {"low": 0.98, "high": 1.04, "verdict": "parity"},
                                             "solution_timing": {"method": "device", "host_bound": False}}}}
     row, uuid = aa._row(trace)
     assert uuid == "w1" and row["speedup"] == 1.01 and row["low"] == 0.98 and row["verdict"] == "parity"
-    assert row["warnings"] == ["2 other process(es) used the GPU"]
-    assert aa._row({"workload": {"uuid": "w2"}, "evaluation": {"status": "PASSED"}})[0]["warnings"] == []
+    assert row["warnings"] == ["2 other process(es) used the GPU"] and row["launch_level_us"] == 1.97
+    bare = aa._row({"workload": {"uuid": "w2"}, "evaluation": {"status": "PASSED"}})[0]
+    assert bare["warnings"] == [] and bare["launch_level_us"] is None
 
 
 def test_a_row_keeps_the_log_of_a_run_that_did_not_pass_only():

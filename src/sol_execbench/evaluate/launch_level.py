@@ -49,6 +49,23 @@ class Verdict:
     why: str  # "first" | "near floor" | "slower" | "after rejections"
 
 
+_noted: list[float] = []  # this process's level, once measured
+
+
+def note(probe: float) -> None:
+    _noted[:] = [probe]
+
+
+def this_process_us(torch_device) -> float | None:
+    """This process's level: the warm-up's probe, else one taken now; None where it cannot be."""
+    if not _noted:
+        try:
+            note(probe_us(torch_device))
+        except Exception:  # noqa: BLE001  (no CUDA events, no spin kernel: the trace leaves it out)
+            return None
+    return _noted[0]
+
+
 def selection_enabled() -> bool:
     return os.environ.get(LEVEL_ENV, "1") != "0"
 

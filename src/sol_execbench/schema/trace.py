@@ -228,6 +228,10 @@ class Environment(SchemaModel):
     libs: dict[str, str] = Field(default_factory=dict)
     clocks: Optional[ClockRecord] = None
     """GPU clocks, throttle reasons, temperature and power around the timed region (GPU only)."""
+    launch_level_us: Optional[float] = None
+    """The evaluation process's launch level: microseconds per one-element addition queued behind a
+    spin kernel (NVIDIA only). It sets the gaps between a call's queued kernels, steady within a
+    process and differing between processes; the warm pool keeps processes near the device's lowest."""
 
 
 class SanitizerReport(SchemaModel):

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .. import launch_level
 from ..phases import phase as _phase
 
 GRACEFUL_EXIT_ENV = "SOL_EXECBENCH_GRACEFUL_EXIT"
@@ -156,7 +157,9 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
     solution = Solution.model_validate(job["solution"])
     workloads = [Workload.model_validate(w) for w in job["workloads"]]
     config = BenchmarkConfig.model_validate(job["config"])
-    environment = Environment(hardware=device.name, libs=_libs())
+    environment = Environment(hardware=device.name, libs=_libs(),
+                              launch_level_us=launch_level.this_process_us(device.torch_device)
+                              if device.vendor == "cuda" else None)
     channel.send("ready", hardware=device.name, device=device.to_dict())
 
     try:

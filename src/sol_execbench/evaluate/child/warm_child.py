@@ -149,8 +149,9 @@ def _keep_launch_level(info) -> None:
     if uuid is None:
         return
     try:
-        verdict = launch_level.decide(launch_level.history_path(uuid, torch.__version__),
-                                      launch_level.probe_us(info.torch_device))
+        probe = launch_level.probe_us(info.torch_device)
+        launch_level.note(probe)  # the job's traces say it
+        verdict = launch_level.decide(launch_level.history_path(uuid, torch.__version__), probe)
     except Exception:  # noqa: BLE001  (a probe that fails keeps the child, as without the selection)
         return
     phases.phase(f"launch level {verdict.probe_us:.3f} us a queued kernel (floor {verdict.floor_us}): "
