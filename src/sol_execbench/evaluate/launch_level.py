@@ -1,4 +1,4 @@
-"""A warm process's launch level: how fast the device runs kernels already queued one after another.
+"""A process's launch level: how fast the device runs kernels already queued one after another.
 
 On an H100 the gaps a device leaves between queued kernels sit at a level of each process, steady
 within it: tiny kernels queued behind a hold took 1.93 to 2.19 us each over eight processes, and an
@@ -17,7 +17,8 @@ that a device whose level rose for good still gets warm children. The probes are
 and torch version in the tool's cache, written only by warm children before any job (a solution
 cannot reach the tool's cache). ``SOL_EXECBENCH_LAUNCH_LEVEL=0`` keeps every child.
 
-A process started for one evaluation alone (no pool) runs at whatever level it got.
+A process started for one evaluation alone (no pool) runs at whatever level it got. Either way
+the evaluation's traces give the level (``evaluation.environment.launch_level_us``).
 """
 
 from __future__ import annotations

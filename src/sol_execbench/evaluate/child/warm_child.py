@@ -141,9 +141,9 @@ def _use_device(info) -> None:
 def _keep_launch_level(info) -> None:
     """Measure this process's launch level (``evaluate/launch_level.py``) and exit before the rest
     of the warm-up when it is slower than the device's lowest: the pool starts another child."""
-    from .clock_watch import device_uuid
-
     import torch
+
+    from .clock_watch import device_uuid
 
     uuid = device_uuid(info)
     if uuid is None:
