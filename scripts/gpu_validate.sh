@@ -28,8 +28,9 @@ if want tests; then
   # tests that judge timings (host-bound verdicts, all-stream spans). Run beside four workers and
   # their parallel nvcc builds, honest 1 to 12 us kernels had host spans of 0.2 to 0.7 ms (with
   # other processes' kernels queued on the GPU), which is what the contention warning is for, not
-  # what these tests are about.
-  serial="tests/timing tests/exploits/test_exploits_gpu.py"
+  # what these tests are about. The launch-level tests warm children one after another, each of
+  # which waits for the device while other workers' evaluations measure.
+  serial="tests/timing tests/exploits/test_exploits_gpu.py tests/test_launch_level.py"
   step tests_parallel bash -c "python3 -m pytest -m gpu -q -p no:cacheprovider -n ${PYTEST_WORKERS:-4} -rfE --durations=15 \
       ${PYTEST_ARGS:-tests $(for t in $serial; do printf -- '--ignore=%s ' "$t"; done)} > '$FINAL/pytest_gpu.log' 2>&1"
   tail -25 "$FINAL/pytest_gpu.log"
