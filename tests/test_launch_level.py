@@ -116,11 +116,9 @@ def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path)
     is kept, and the pool still forks its children and serves an evaluation."""
     import torch
 
-    from sol_execbench import evaluate
     from sol_execbench.evaluate.parent.warm_pool import pool_status
 
     from .conftest import _warm_pool
-    from .problems import LIGHT_CONFIG, add_definition, solution, workloads
 
     monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
     path = launch_level.history_path(str(torch.cuda.get_device_properties(0).uuid), torch.__version__)
@@ -134,8 +132,7 @@ def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path)
         assert all(p["us"] > 0.5 for p in probes)  # real probes: microseconds a queued kernel
         assert pool_status(None)["forking"] is True  # turned-away children are not a failed fork
         logs: list[str] = []
-        traces = evaluate(add_definition(), workloads(8), solution("def run(a, b):\n    return a + b\n"), LIGHT_CONFIG,
-                          on_log=logs.append)
+        traces = _evaluate_add(on_log=logs.append)
         assert [t.evaluation.status.value for t in traces] == ["PASSED"]
         assert "took the job from the warm pool" in "".join(logs)
         assert traces[0].evaluation.environment.launch_level_us == pytest.approx(probes[-1]["us"], abs=1e-3)

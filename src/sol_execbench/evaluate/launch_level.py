@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sol_execbench.files import replace_file
+
 EXIT_SLOW_LAUNCH = 76  # a warm child turned away for its launch level (the pool starts another)
 LEVEL_ENV = "SOL_EXECBENCH_LAUNCH_LEVEL"  # "0": keep every warm child whatever its level
 
@@ -109,9 +111,7 @@ def decide(path: Path, probe_us: float) -> Verdict:
         verdict = judge(probes, probe_us)
         probes = (probes + [{"us": round(probe_us, 4), "kept": verdict.kept, "at": round(time.time())}])[-HISTORY:]
         with contextlib.suppress(OSError):
-            temporary = path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps({"probes": probes}))
-            os.replace(temporary, path)
+            replace_file(path, json.dumps({"probes": probes}))
         return verdict
     finally:
         os.close(fd)
