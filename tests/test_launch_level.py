@@ -79,6 +79,24 @@ def test_processes_deciding_at_once_each_leave_their_probe(tmp_path):
     assert sorted(p["us"] for p in json.loads(path.read_text())["probes"]) == [2.0 + i / 100 for i in range(6)]
 
 
+def test_each_device_driver_and_torch_version_has_its_own_record(monkeypatch, tmp_path):
+    import torch
+
+    from sol_execbench.platform import ceilings
+
+    monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path))
+    driver = ["nvidia 580.159.04"]
+    monkeypatch.setattr(ceilings, "driver_version", lambda vendor: driver[0])
+    first = launch_level.history_path("GPU-aaaa")
+    assert first == launch_level.history_path("GPU-aaaa") and first.is_relative_to(tmp_path)
+    assert launch_level.history_path("GPU-bbbb") != first
+    driver[0] = "nvidia 590.44.01"
+    assert launch_level.history_path("GPU-aaaa") != first
+    driver[0] = "nvidia 580.159.04"
+    monkeypatch.setattr(torch, "__version__", "2.12.0")
+    assert launch_level.history_path("GPU-aaaa") != first
+
+
 def test_the_selection_can_be_turned_off(monkeypatch):
     assert launch_level.selection_enabled()
     monkeypatch.setenv(launch_level.LEVEL_ENV, "0")
@@ -121,7 +139,7 @@ def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path)
     from .conftest import _warm_pool
 
     monkeypatch.setenv("SOL_EXECBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    path = launch_level.history_path(str(torch.cuda.get_device_properties(0).uuid), torch.__version__)
+    path = launch_level.history_path(str(torch.cuda.get_device_properties(0).uuid))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"probes": _probes(0.01, 0.01, 0.01, 0.01)}))
     pool = _warm_pool(monkeypatch, None)

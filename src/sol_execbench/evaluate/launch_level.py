@@ -13,8 +13,8 @@ and keeps it only near the lowest level this device has shown: at most ``TOLERAN
 second-lowest of the last ``HISTORY`` probes (the lowest of them while there are fewer than
 ``ROBUST_FROM``). A slower child exits with ``EXIT_SLOW_LAUNCH`` before it is warm and the pool
 starts another, unless the last ``MAX_REJECTED`` children were all turned away: then it stays, so
-that a device whose level rose for good still gets warm children. The probes are kept per device
-and torch version in the tool's cache, written only by warm children before any job (a solution
+that a device whose level rose for good still gets warm children. The probes are kept per device,
+driver and torch version in the tool's cache, written only by warm children before any job (a solution
 cannot reach the tool's cache). ``SOL_EXECBENCH_LAUNCH_LEVEL=0`` keeps every child.
 
 A process started for one evaluation alone (no pool) runs at whatever level it got. Either way
@@ -73,10 +73,16 @@ def selection_enabled() -> bool:
     return os.environ.get(LEVEL_ENV, "1") != "0"
 
 
-def history_path(device_uuid: str, torch_version: str) -> Path:
+def history_path(device_uuid: str) -> Path:
+    """Where the probes of this device are kept: one record per device, driver and torch version
+    (a driver or torch update may move the levels, and an unreachable floor would turn children
+    away until the record forgets it)."""
+    import torch
+
+    from sol_execbench.platform.ceilings import driver_version
     from sol_execbench.platform.host import cache_root
 
-    key = hashlib.sha1(f"{device_uuid}#{torch_version}".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"{device_uuid}#{driver_version('cuda')}#{torch.__version__}".encode()).hexdigest()[:16]
     return cache_root() / "launch-levels" / f"{key}.json"
 
 

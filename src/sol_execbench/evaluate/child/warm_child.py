@@ -141,8 +141,6 @@ def _use_device(info) -> None:
 def _keep_launch_level(info) -> None:
     """Measure this process's launch level (``evaluate/launch_level.py``) and exit before the rest
     of the warm-up when it is slower than the device's lowest: the pool starts another child."""
-    import torch
-
     from .clock_watch import device_uuid
 
     uuid = device_uuid(info)
@@ -151,7 +149,7 @@ def _keep_launch_level(info) -> None:
     try:
         probe = launch_level.probe_us(info.torch_device)
         launch_level.note(probe)  # the job's traces say it
-        verdict = launch_level.decide(launch_level.history_path(uuid, torch.__version__), probe)
+        verdict = launch_level.decide(launch_level.history_path(uuid), probe)
     except Exception:  # noqa: BLE001  (a probe that fails keeps the child, as without the selection)
         return
     phases.phase(f"launch level {verdict.probe_us:.3f} us a queued kernel (floor {verdict.floor_us}): "
