@@ -148,7 +148,9 @@ def test_the_pool_forks_on_while_children_are_turned_away(monkeypatch, tmp_path)
         probes = json.loads(path.read_text())["probes"][4:]
         assert [p["kept"] for p in probes] == [False] * MAX_REJECTED + [True]
         assert all(p["us"] > 0.5 for p in probes)  # real probes: microseconds a queued kernel
-        assert pool_status(None)["forking"] is True  # turned-away children are not a failed fork
+        status = pool_status(None)
+        assert status["forking"] is True  # turned-away children are not a failed fork
+        assert status["turned_away"] == MAX_REJECTED
         logs: list[str] = []
         traces = _evaluate_add(on_log=logs.append)
         assert [t.evaluation.status.value for t in traces] == ["PASSED"]

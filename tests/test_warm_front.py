@@ -152,13 +152,22 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
         (waiting,) = _fronts(warm_pool.pid)
 
     shown = CliRunner().invoke(cli, ["worker", "status"])
-    assert shown.exit_code == 0 and WorkerStatus.model_validate_json(shown.output).front is True
+    shown_status = WorkerStatus.model_validate_json(shown.output)
+    assert shown.exit_code == 0 and shown_status.front is True
+    if not _on_nvidia_gpu():
+        assert shown_status.turned_away == 0  # no launch level is judged off NVIDIA GPUs
 
     stop_pool(None)
     warm_pool.wait(timeout=30)
     assert poll_until(lambda: not process_alive(waiting), 10) and not front_socket_path().exists()
     gone = CliRunner().invoke(cli, ["worker", "status"])
     assert gone.exit_code == 1 and json.loads(gone.output) == {"running": False}
+
+
+def _on_nvidia_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.version.cuda is not None
 
 
 def test_a_pool_for_a_named_device_keeps_no_front(warm_cpu_pool):

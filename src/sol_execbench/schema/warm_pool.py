@@ -27,6 +27,10 @@ class WorkerStatus(SchemaModel):
     """Replacement processes are forked from the pool's fork server, their imports made once (see
     ``evaluate/child/warm_fork.py``); false while it starts, once it failed, or where
     ``SOL_EXECBENCH_WARM_FORK=0``: each process then imports afresh."""
+    turned_away: Optional[NonNegativeInt] = None
+    """Processes that exited before they were warm, since the pool started, because their launch
+    level (how fast their queued kernels run) was slower than the device's lowest (docs/timing.md);
+    the pool started another for each. Always 0 off NVIDIA GPUs and with ``SOL_EXECBENCH_LAUNCH_LEVEL=0``."""
     front: Optional[bool] = None
     """A command-line process waits on ``front.sock`` (the default pool only: ``cli/warm_front.py``)."""
     fingerprint: Optional[str] = None

@@ -193,6 +193,7 @@ class PoolServer:
         self.forks: ForkServer | None = None  # started by serve()
         self.cleanups: dict[int, tuple[int, str]] = {}  # handed pid -> (taker's pid, its staging folder)
         self.swept: set[int] = set()  # handed children that ended and whose session was killed
+        self.turned_away = 0  # children that exited for their launch level (evaluate/launch_level.py)
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
@@ -271,6 +272,7 @@ class PoolServer:
             for _, sock in ended:
                 Path(sock).unlink(missing_ok=True)  # of a child that ended before it was handed out
             self.waiting = [item for item in self.waiting if item not in ended]
+            self.turned_away += sum(p.returncode == EXIT_SLOW_LAUNCH for p, _ in ended)
             if self.forks is not None:
                 if any(isinstance(p, ForkedChild) and p.returncode != EXIT_SLOW_LAUNCH for p, _ in ended):
                     self.forks.give_up()  # a forked child failed before it was handed out: start them afresh
@@ -355,7 +357,7 @@ class PoolServer:
                                      warm=sum(os.path.exists(s) for _, s in self.waiting), handed_out=len(self.handed),
                                      forking=self.forks is not None and self.forks.usable,
                                      front=self.front is not None and front_socket_path().exists(),
-                                     fingerprint=self.fingerprint,
+                                     turned_away=self.turned_away, fingerprint=self.fingerprint,
                                      idle_timeout_s=self.idle_timeout_s).model_dump(exclude_none=True)
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
