@@ -112,10 +112,17 @@ def aa_solution(problem: Path, scratch: Path) -> Path:
     return path
 
 
+CLI = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()"]
+
+
+def _cli_environment() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+
+
 def run_once(problem: Path, solution: Path, out: Path, warm: bool, extra: list[str]) -> list[dict[str, Any]]:
-    command = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()", str(problem),
-               "--solution", str(solution), "-o", str(out), *([] if warm else ["--no-warm-pool"]), *extra]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+    command = [*CLI, str(problem), "--solution", str(solution), "-o", str(out),
+               *([] if warm else ["--no-warm-pool"]), *extra]
+    env = _cli_environment()
     if out.exists():
         out.unlink()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
@@ -203,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         chosen = problems(args.only.split(",") if args.only else None, scratch)
         per_workload: dict[str, list[dict[str, Any]]] = {}
+        levels: list[float] = []  # each evaluation process's launch level (NVIDIA), in order
         for run in range(args.runs):
             for problem in chosen:
                 solution = aa_solution(problem, scratch)
@@ -210,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows = [_row(t) for t in run_once(problem, solution, scratch / "traces.jsonl", args.warm, extra)]
                 for trace_row, uuid in rows:
                     per_workload.setdefault(f"{problem.name}/{uuid}", []).append(trace_row)
+                levels += [level for level in {r.get("launch_level_us") for r, _ in rows} if level]
                 shown = " ".join(f"{r['speedup']:.3f}" if r["speedup"] else r["status"] for r, _ in rows)
                 print(f"run {run + 1} {problem.name}: {time.time() - started:.1f} s {shown}", flush=True)
                 _write(args.out, {"runs": args.runs, "warm": args.warm, "workloads": per_workload})
@@ -237,14 +246,42 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    run {number}: {warning[:150]}")
                 if run.get("log"):
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
+    processes = process_levels(levels, pool_turned_away() if args.warm else None)
+    if processes:
+        print(processes["line"])
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
           f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)} "
           f"(device-set latencies that moved with the reference's while the speedup held: "
           f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
     _write(args.out, {"runs": args.runs, "warm": args.warm, "interval_share": share, "all_targets_met": all_ok,
-                      "workloads": per_workload, "verdicts": verdicts})
+                      "workloads": per_workload, "verdicts": verdicts, "processes": processes})
     return 0 if all_ok else 1
+
+
+def process_levels(levels: list[float], turned_away: int | None) -> dict[str, Any] | None:
+    """The evaluation processes' launch levels (one per evaluation; NVIDIA only) and how many warm
+    processes the pool turned away for theirs: whether the runs' processes ran at one level."""
+    if not levels:
+        return None
+    ordered = sorted(levels)
+    found: dict[str, Any] = {"launch_levels_us": levels, "spread": ordered[-1] / ordered[0] - 1,
+                             "turned_away": turned_away}
+    found["line"] = (f"launch levels of the {len(levels)} evaluation processes: {ordered[0]:.3f} to "
+                     f"{ordered[-1]:.3f} us (median {statistics.median(ordered):.3f}, spread "
+                     f"{found['spread'] * 100:.1f}%)"
+                     + (f"; the warm pool turned away {turned_away} process(es) for their level"
+                        if turned_away is not None else ""))
+    return found
+
+
+def pool_turned_away() -> int | None:
+    """The default warm pool's count of processes turned away for their launch level (None: no pool)."""
+    done = subprocess.run([*CLI, "worker", "status"], env=_cli_environment(), capture_output=True, text=True)
+    try:
+        return json.loads(done.stdout).get("turned_away")
+    except ValueError:
+        return None
 
 
 def _write(path: Path | None, report: dict[str, Any]) -> None:

@@ -73,3 +73,16 @@ def test_a_row_keeps_the_log_of_a_run_that_did_not_pass_only():
     assert aa._row(hack)[0]["log"] == ("why " * 1000)[:aa.LOG_CHARS]
     passed = {"workload": {"uuid": "w4"}, "evaluation": {"status": "PASSED", "log": "reference note"}}
     assert aa._row(passed)[0]["log"] == ""
+
+
+def test_the_processes_launch_levels_are_summarised_with_the_pool_s_rejections():
+    found = aa.process_levels([2.0, 2.1, 1.96], turned_away=4)
+    assert found["spread"] == 2.1 / 1.96 - 1 and found["turned_away"] == 4
+    assert "1.960 to 2.100 us" in found["line"] and "turned away 4" in found["line"]
+    assert "turned away" not in aa.process_levels([2.0], turned_away=None)["line"]
+    assert aa.process_levels([], turned_away=0) is None  # a CPU run: no level
+
+
+def test_the_pool_s_rejections_are_read_from_worker_status_and_none_without_a_pool(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no pool answers here
+    assert aa.pool_turned_away() is None
