@@ -16,7 +16,9 @@ interval, and the spread across runs; writes JSON; exits 0 when every target hol
 
 A device-set latency that misses is shown beside the reference's spread and the speedup's: one that
 moved with the reference's while the speedup held within 3% is a level both sides met in that
-process (``shared_level``), still a miss.
+process (``shared_level``), still a miss. After the table: the evaluation processes' launch levels
+(NVIDIA, ``evaluation.environment.launch_level_us``) and, with ``--warm``, how many warm processes
+the pool turned away for theirs.
 """
 
 from __future__ import annotations
