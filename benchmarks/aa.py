@@ -5,7 +5,8 @@
 Problems: every conformance problem with a workload file (tests/data/conformance, blobs shipped),
 the bundled examples, and generated problems of single small kernels and of a dozen eager
 operators (``SYNTHETIC``). Each run is one CLI invocation per problem (a fresh evaluation process,
-or with ``--warm`` one from the warm pool). Prints per workload the speedup of every run with its
+or with ``--warm`` one from the default warm pool, which it starts in the evaluations' environment
+unless one answers, and refuses with exit 2 where one started in another answers). Prints per workload the speedup of every run with its
 interval, and the spread across runs; writes JSON; exits 0 when every target holds:
 
 - in every run, every workload's A/A speedup within [0.95, 1.05];
@@ -118,7 +119,39 @@ CLI = [sys.executable, "-c", "from sol_execbench.cli.main import main; main()"]
 
 
 def _cli_environment() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+    """This checkout's source first on the path, the environment unchanged where it already is (a
+    warm pool hands its processes only to evaluations whose start-up variables, PYTHONPATH among
+    them, match its own)."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if REPO / "src" not in {Path(p).resolve() for p in paths}:
+        paths.insert(0, str(REPO / "src"))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+
+
+class PoolMismatch(Exception):
+    """A warm pool answers whose processes these evaluations would not be handed."""
+
+
+def own_warm_pool() -> bool:
+    """Make sure the default warm pool serves these evaluations: start it in their environment
+    unless one answers; whether this started it. Raises PoolMismatch when one started in another
+    start-up environment answers (its processes would not be handed out: every evaluation would
+    run in a fresh process)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from sol_execbench.evaluate.parent.warm_pool import pool_status, startup_fingerprint
+
+    env = _cli_environment()
+    status = pool_status(None)
+    if status is None:
+        subprocess.run([*CLI, "worker", "start"], env=env, check=True, capture_output=True)
+        status = pool_status(None)
+        if status is None:
+            raise PoolMismatch("the warm pool did not start")
+        return True
+    if status.get("fingerprint") != startup_fingerprint(env, None):
+        raise PoolMismatch(f"the warm pool (pid {status.get('pid')}) was started in another start-up environment "
+                           "(PYTHONPATH, CUDA_VISIBLE_DEVICES, ...): stop it with `sol-execbench worker stop`")
+    return False
 
 
 def run_once(problem: Path, solution: Path, out: Path, warm: bool, extra: list[str]) -> list[dict[str, Any]]:
@@ -208,6 +241,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = (["--config", str(args.config)] if args.config else []) + (["--isolation", args.isolation] if args.isolation else [])
     began = time.time()
+    try:
+        started_pool = own_warm_pool() if args.warm else False
+    except PoolMismatch as exc:
+        print(f"aa.py --warm: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _run_all(args, extra, began)
+    finally:
+        if started_pool:
+            subprocess.run([*CLI, "worker", "stop"], env=_cli_environment(), capture_output=True)
+
+
+def _run_all(args: argparse.Namespace, extra: list[str], began: float) -> int:
     with tempfile.TemporaryDirectory(prefix="sol-aa-") as tmp:
         scratch = Path(tmp)
         chosen = problems(args.only.split(",") if args.only else None, scratch)
@@ -279,11 +325,10 @@ def process_levels(levels: list[float], turned_away: int | None) -> dict[str, An
 
 def pool_turned_away() -> int | None:
     """The default warm pool's count of processes turned away for their launch level (None: no pool)."""
-    done = subprocess.run([*CLI, "worker", "status"], env=_cli_environment(), capture_output=True, text=True)
-    try:
-        return json.loads(done.stdout).get("turned_away")
-    except ValueError:
-        return None
+    sys.path.insert(0, str(REPO / "src"))
+    from sol_execbench.evaluate.parent.warm_pool import pool_status
+
+    return (pool_status(None) or {}).get("turned_away")
 
 
 def _write(path: Path | None, report: dict[str, Any]) -> None:

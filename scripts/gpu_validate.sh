@@ -45,11 +45,9 @@ if want envprobe; then
   tail -15 "$WORK/envprobe/log.txt"
 fi
 if want aa; then
-  # The warm pool keeps each A/A evaluation's start-up short; the timing itself is the same.
-  python3 -c "from sol_execbench.cli.main import main; main()" worker start --spares 2 >/dev/null 2>&1
+  # aa.py --warm starts the warm pool in its evaluations' environment and stops it after them.
   step aa bash -c "python3 benchmarks/aa.py --warm ${AA_ARGS:-} --out '$FINAL/aa.json' > '$FINAL/aa.log' 2>&1"
   tail -45 "$FINAL/aa.log"
-  python3 -c "from sol_execbench.cli.main import main; main()" worker stop >/dev/null 2>&1
 fi
 if want overhead; then
   step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} ${UPSTREAM_PATH:+--upstream-path $UPSTREAM_PATH} --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"

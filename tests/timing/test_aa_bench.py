@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import aa  # noqa: E402
@@ -86,3 +88,20 @@ def test_the_processes_launch_levels_are_summarised_with_the_pool_s_rejections()
 def test_the_pool_s_rejections_are_read_from_worker_status_and_none_without_a_pool(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no pool answers here
     assert aa.pool_turned_away() is None
+
+
+def test_a_warm_run_uses_a_pool_of_its_environment_and_refuses_one_of_another(monkeypatch):
+    """aa.py --warm would otherwise time fresh processes: a pool hands its processes only to
+    evaluations whose start-up variables (PYTHONPATH among them) match its own."""
+    from tests.conftest import _warm_pool
+
+    monkeypatch.setenv("PYTHONPATH", str(aa.REPO / "src"))
+    pool = _warm_pool(monkeypatch, None)
+    next(pool)
+    try:
+        assert aa.own_warm_pool() is False  # the evaluations' environment is the pool's: used, not started
+        monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+        with pytest.raises(aa.PoolMismatch, match="another start-up environment"):
+            aa.own_warm_pool()
+    finally:
+        next(pool, None)
