@@ -81,6 +81,27 @@ def run(a, b):
     return a + b
 """
 
+# The warm pool is a warm child's grandparent where the child was forked by the pool's fork server:
+# the solution walks up its ancestors to the process running the pool's module.
+KILLS_POOL = """import os, signal, time
+
+def _pool():
+    pid = os.getppid()
+    for _ in range(4):
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if b"warm_pool" in fh.read():
+                return pid
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            pid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+    raise RuntimeError("no warm pool among this process's ancestors")
+
+def run(a, b):
+    if a.shape[0] == 64:
+        os.kill(_pool(), signal.SIGKILL)
+        time.sleep(60)  # the pool's death ends this process meanwhile, during this workload
+    return a + b
+"""
+
 
 def cli_problem(tmp_path: Path, code: str, sizes=(8, 64)) -> Path:
     """The add problem with ``code`` as its solution and ``light.json`` beside it."""

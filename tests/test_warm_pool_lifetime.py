@@ -1,6 +1,6 @@
 """The warm pool's children die with it; `worker stop` says whether a pool was running; a CLI killed
 while a warm child runs its job keeps its finished traces and leaves the pool serving; a solution
-that kills its parent (the pool) gets a trace and leaves no warm child behind."""
+that kills the pool gets a trace and leaves no warm child behind."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sol_execbench.evaluate.parent.warm_pool import CHILD_SOCKET_PREFIX, pool_st
 from sol_execbench.platform.host import pending_socket_path, runtime_dir, session_processes
 from sol_execbench.platform.lifetime import child_pids
 
-from .problems import (KILLS_PARENT, cli_problem, fork_server_of, kill_after_first_trace, poll_until, process_alive, run_processes,
+from .problems import (KILLS_POOL, cli_problem, fork_server_of, kill_after_first_trace, poll_until, process_alive, run_processes,
                        staging_left, start_cli, trace_lines)
 
 _register()
@@ -74,14 +74,15 @@ def test_kill_of_the_cli_during_a_warm_evaluation(tmp_path: Path, warm_cpu_pool,
 
 
 def test_a_solution_that_kills_the_pool_gets_a_trace_and_no_warm_child_stays(tmp_path: Path, warm_cpu_pool):
-    """Through the pool the child's parent is the pool itself: the solution ends it. The CLI
-    survives with a trace naming what happened, the other workloads still run, and the pool's
-    other warm children end with it (their pipe from the pool closes)."""
-    problem = cli_problem(tmp_path, KILLS_PARENT, sizes=(8, 64, 16))
+    """The solution ends the pool (its parent, or its parent's parent through the fork server). The
+    evaluation child dies with it at once (its pipe from the pool closes; the solution's 60 s sleep
+    would otherwise outlast the wait below); the CLI survives with a trace naming what happened, the
+    other workloads still run, and the pool's other warm children end with it."""
+    problem = cli_problem(tmp_path, KILLS_POOL, sizes=(8, 64, 16))
     out = tmp_path / "out.jsonl"
     pool_marker = os.environ["XDG_RUNTIME_DIR"]  # every process of this pool inherits it
     run = start_cli(tmp_path, problem, out)
-    _, stderr = run.communicate(timeout=180)
+    _, stderr = run.communicate(timeout=45)
     assert run.returncode == 1 and "Traceback" not in stderr, stderr
     traces = {t["workload"]["uuid"]: t["evaluation"] for t in trace_lines(out)}
     assert traces["w0-8"]["status"] == "PASSED" and traces["w2-16"]["status"] == "PASSED", traces
