@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))  # the warm pool's status, as this checkout's package reads it
 CORPUS = REPO / "tests" / "data" / "conformance"
 EXAMPLES = REPO / "examples"
 SKIP = {"gqa_paged_decode"}  # blobs not shipped
@@ -137,7 +138,6 @@ def own_warm_pool() -> bool:
     unless one answers; whether this started it. Raises PoolMismatch when one started in another
     start-up environment answers (its processes would not be handed out: every evaluation would
     run in a fresh process)."""
-    sys.path.insert(0, str(REPO / "src"))
     from sol_execbench.evaluate.parent.warm_pool import pool_status, startup_fingerprint
 
     env = _cli_environment()
@@ -325,7 +325,6 @@ def process_levels(levels: list[float], turned_away: int | None) -> dict[str, An
 
 def pool_turned_away() -> int | None:
     """The default warm pool's count of processes turned away for their launch level (None: no pool)."""
-    sys.path.insert(0, str(REPO / "src"))
     from sol_execbench.evaluate.parent.warm_pool import pool_status
 
     return (pool_status(None) or {}).get("turned_away")

@@ -165,9 +165,10 @@ def test_the_front_serves_no_sandboxed_process_nor_another_install(warm_pool, tm
 
 
 def _on_nvidia_gpu() -> bool:
-    import torch
+    """Where the pool's warm children judge their launch level (warm_child: the device's vendor)."""
+    from sol_execbench.platform import current
 
-    return torch.cuda.is_available() and torch.version.cuda is not None
+    return current(None).vendor == "cuda"
 
 
 def test_a_pool_for_a_named_device_keeps_no_front(warm_cpu_pool):
