@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -270,10 +271,45 @@ def _run_all(args: argparse.Namespace, extra: list[str], began: float) -> int:
                 shown = " ".join(f"{r['speedup']:.3f}" if r["speedup"] else r["status"] for r, _ in rows)
                 print(f"run {run + 1} {problem.name}: {time.time() - started:.1f} s {shown}", flush=True)
                 _write(args.out, {"runs": args.runs, "warm": args.warm, "workloads": per_workload})
-    verdicts = {key: judge(runs) for key, runs in per_workload.items()}
+    return report(args.out, Collected(args.runs, args.warm, per_workload, levels,
+                                      pool_turned_away() if args.warm else None), began)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the runs gave: each workload's rows (one per run), each evaluation process's launch
+    level (NVIDIA) and the warm pool's count of processes turned away (None: no pool)."""
+
+    runs: int
+    warm: bool
+    per_workload: dict[str, list[dict[str, Any]]]
+    levels: list[float]
+    turned_away: int | None
+
+
+def report(out: Path | None, found: Collected, began: float) -> int:
+    """Judge every workload, print the table and the summary, write the JSON; the exit code."""
+    verdicts = {key: judge(runs) for key, runs in found.per_workload.items()}
     covered = sum(v.get("covered", 0) for v in verdicts.values())
     total = sum(v.get("runs", 0) for v in verdicts.values())
     share = covered / total if total else 0.0
+    print_table(found.per_workload, verdicts)
+    processes = process_levels(found.levels, found.turned_away)
+    if processes:
+        print(processes["line"])
+    all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
+    print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
+          f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)} "
+          f"(device-set latencies that moved with the reference's while the speedup held: "
+          f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
+    _write(out, {"runs": found.runs, "warm": found.warm, "interval_share": share, "all_targets_met": all_ok,
+                 "workloads": found.per_workload, "verdicts": verdicts, "processes": processes})
+    return 0 if all_ok else 1
+
+
+def print_table(per_workload: dict[str, list[dict[str, Any]]], verdicts: dict[str, dict[str, Any]]) -> None:
+    """Per workload: the speedup and interval of every run, the spread across runs, who set the
+    latency, whether it met every target; beside a miss, what the runs said about it."""
     print(f"{'workload':58s} {'speedups (interval) per run':70s} {'spread':>7s} set   ok")
     for key, runs in per_workload.items():
         cells = "  ".join(f"{r['speedup']:.3f}({r['low']:.3f},{r['high']:.3f})" if r["speedup"] and r["low"] is not None
@@ -283,28 +319,18 @@ def _run_all(args: argparse.Namespace, extra: list[str], began: float) -> int:
         print(f"{key[:58]:58s} {cells[:70]:70s} {moved:>7s} {v.get('setter', '-'):5s} "
               f"{'yes' if v['ok'] else 'NO'}")
         if "shared_level" in v:
+            run_levels = [r.get("launch_level_us") for r in runs]
             print(f"    the reference's latency moved {v.get('reference_spread', float('nan')) * 100:.2f}% across the runs, "
                   f"the speedup {v['speedup_spread'] * 100:.2f}%: "
                   + ("a level both sides shared in each process" if v["shared_level"] else "not a shared level")
-                  + (f"; the processes' launch levels {' '.join(f'{lv:.3f}' for lv in levels)} us"
-                     if all(levels := [r.get("launch_level_us") for r in runs]) else ""))
+                  + (f"; the processes' launch levels {' '.join(f'{lv:.3f}' for lv in run_levels)} us"
+                     if all(run_levels) else ""))
         if not v["ok"]:  # what the traces said beside a miss (another process on the GPU, clocks)
             for number, run in enumerate(runs, 1):
                 for warning in run.get("warnings", []):
                     print(f"    run {number}: {warning[:150]}")
                 if run.get("log"):
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
-    processes = process_levels(levels, pool_turned_away() if args.warm else None)
-    if processes:
-        print(processes["line"])
-    all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
-    print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
-          f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)} "
-          f"(device-set latencies that moved with the reference's while the speedup held: "
-          f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
-    _write(args.out, {"runs": args.runs, "warm": args.warm, "interval_share": share, "all_targets_met": all_ok,
-                      "workloads": per_workload, "verdicts": verdicts, "processes": processes})
-    return 0 if all_ok else 1
 
 
 def process_levels(levels: list[float], turned_away: int | None) -> dict[str, Any] | None:

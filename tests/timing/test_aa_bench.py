@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -83,6 +84,25 @@ def test_the_processes_launch_levels_are_summarised_with_the_pool_s_rejections()
     assert "1.960 to 2.100 us" in found["line"] and "turned away 4" in found["line"]
     assert "turned away" not in aa.process_levels([2.0], turned_away=None)["line"]
     assert aa.process_levels([], turned_away=0) is None  # a CPU run: no level
+
+
+def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_levels(tmp_path, capsys):
+    # a shared-level miss prints its own runs' levels; the summary still counts all six processes
+    def row(latency_ms, level):
+        return dict(_run(1.0, latency_ms, False, reference_ms=latency_ms), launch_level_us=level, warnings=[])
+
+    found = aa.Collected(runs=3, warm=True, per_workload={
+        "p/moved": [row(0.0250, 2.13), row(0.0263, 1.96), row(0.0251, 1.97)],
+        "q/steady": [row(0.100, 1.95), row(0.100, 1.99), row(0.100, 2.00)]},
+        levels=[2.13, 1.95, 1.96, 1.99, 1.97, 2.00], turned_away=5)
+    assert aa.report(tmp_path / "aa.json", found, began=0.0) == 1
+    out = capsys.readouterr().out
+    assert "the processes' launch levels 2.130 1.960 1.970 us" in out
+    assert "launch levels of the 6 evaluation processes: 1.950 to 2.130 us" in out
+    assert "turned away 5 process(es)" in out
+    written = json.loads((tmp_path / "aa.json").read_text())
+    assert len(written["processes"]["launch_levels_us"]) == 6 and not written["all_targets_met"]
+    assert written["verdicts"]["q/steady"]["ok"] and not written["verdicts"]["p/moved"]["ok"]
 
 
 def test_the_pool_s_rejections_are_read_from_worker_status_and_none_without_a_pool(monkeypatch, tmp_path):
