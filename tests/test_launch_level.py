@@ -10,16 +10,20 @@ import time
 import pytest
 
 from sol_execbench.evaluate import launch_level
-from sol_execbench.evaluate.launch_level import HISTORY, MAX_REJECTED, TOLERANCE, decide, judge
+from sol_execbench.evaluate.launch_level import FIRST_TURNED_AWAY, HISTORY, MAX_REJECTED, TOLERANCE, decide, judge
 
 
 def _probes(*values: float, kept: bool = True) -> list[dict]:
     return [{"us": v, "kept": kept} for v in values]
 
 
-def test_the_first_probe_on_a_device_is_kept():
-    verdict = judge([], 2.2)
-    assert verdict.kept and verdict.floor_us is None and verdict.why == "first"
+def test_a_device_s_first_probes_record_a_floor_before_any_child_is_kept():
+    earlier: list[dict] = []
+    for value in (2.2, 1.95, 2.1)[:FIRST_TURNED_AWAY]:
+        verdict = judge(earlier, value)
+        assert not verdict.kept and verdict.floor_us is None and verdict.why == "recording a floor"
+        earlier += [{"us": value, "kept": False}]
+    assert judge(earlier, 2.2).why == "slower" and judge(earlier, 1.96).kept  # against the lowest, 1.95
 
 
 def test_a_probe_near_the_floor_is_kept_and_a_slower_one_turned_away():
@@ -49,7 +53,8 @@ def test_decide_records_each_probe_and_keeps_the_newest(tmp_path):
     probes = json.loads(path.read_text())["probes"]
     assert len(probes) == HISTORY
     assert [p["kept"] for p in probes] == [v.kept for v in verdicts[-HISTORY:]]
-    assert verdicts[0].kept and not verdicts[1].kept  # 2.2 against the floor 2.0
+    assert not any(v.kept for v in verdicts[:FIRST_TURNED_AWAY])  # recording a floor
+    assert not verdicts[FIRST_TURNED_AWAY].kept and verdicts[FIRST_TURNED_AWAY + 1].kept  # 2.2, 2.0 against 2.0
 
 
 def test_a_record_that_cannot_be_read_counts_as_empty(tmp_path):
@@ -57,8 +62,17 @@ def test_a_record_that_cannot_be_read_counts_as_empty(tmp_path):
     for text in ("not json", json.dumps({"probes": [{"us": "fast", "kept": 1}, 7]}), json.dumps([1, 2])):
         path.write_text(text)
         verdict = decide(path, 2.5)
-        assert verdict.kept and verdict.why == "first"
+        assert not verdict.kept and verdict.why == "recording a floor"
         assert [p["us"] for p in json.loads(path.read_text())["probes"]] == [2.5]
+
+
+def test_a_probe_that_cannot_be_recorded_keeps_its_child(tmp_path):
+    # Without its record the selection would turn every child away while it "records a floor".
+    path = tmp_path / "device.json"
+    path.mkdir()  # neither read nor replaced (a directory is in the way), whoever runs the test
+    for _ in range(FIRST_TURNED_AWAY + 1):
+        verdict = decide(path, 2.5)
+        assert verdict.kept and verdict.why == "not recorded" and verdict.floor_us is None
 
 
 def _decide_in_process(path: str, value: float) -> None:
