@@ -18,8 +18,8 @@ interval, and the spread across runs; writes JSON; exits 0 when every target hol
 A device-set latency that misses is shown beside the reference's spread and the speedup's: one that
 moved with the reference's while the speedup held within 3% is a level both sides met in that
 process (``shared_level``), still a miss. After the table: the evaluation processes' launch levels
-(NVIDIA, ``evaluation.environment.launch_level_us``) and, with ``--warm``, how many warm processes
-the pool turned away for theirs.
+(NVIDIA, ``evaluation.environment.launch_level_us``) and, with ``--warm``, the warm pool's counts:
+processes handed out, the seconds evaluations waited for them, processes turned away for their level.
 """
 
 from __future__ import annotations
@@ -272,19 +272,19 @@ def _run_all(args: argparse.Namespace, extra: list[str], began: float) -> int:
                 print(f"run {run + 1} {problem.name}: {time.time() - started:.1f} s {shown}", flush=True)
                 _write(args.out, {"runs": args.runs, "warm": args.warm, "workloads": per_workload})
     return report(args.out, Collected(args.runs, args.warm, per_workload, levels,
-                                      pool_turned_away() if args.warm else None), began)
+                                      pool_counts() if args.warm else None), began)
 
 
 @dataclass(frozen=True)
 class Collected:
     """What the runs gave: each workload's rows (one per run), each evaluation process's launch
-    level (NVIDIA) and the warm pool's count of processes turned away (None: no pool)."""
+    level (NVIDIA) and the warm pool's counts (``pool_counts``; None: no pool)."""
 
     runs: int
     warm: bool
     per_workload: dict[str, list[dict[str, Any]]]
     levels: list[float]
-    turned_away: int | None
+    pool: dict[str, Any] | None
 
 
 def report(out: Path | None, found: Collected, began: float) -> int:
@@ -294,16 +294,17 @@ def report(out: Path | None, found: Collected, began: float) -> int:
     total = sum(v.get("runs", 0) for v in verdicts.values())
     share = covered / total if total else 0.0
     print_table(found.per_workload, verdicts)
-    processes = process_levels(found.levels, found.turned_away)
-    if processes:
-        print(processes["line"])
+    processes = process_levels(found.levels)
+    for line in (processes or {}).get("line"), pool_line(found.pool):
+        if line:
+            print(line)
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
     print(f"intervals containing 1.00: {covered} of {total} ({share * 100:.1f}%, target {INTERVAL_SHARE * 100:.0f}%); "
           f"workloads meeting every target: {sum(v['ok'] for v in verdicts.values())} of {len(verdicts)} "
           f"(device-set latencies that moved with the reference's while the speedup held: "
           f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
     _write(out, {"runs": found.runs, "warm": found.warm, "interval_share": share, "all_targets_met": all_ok,
-                 "workloads": found.per_workload, "verdicts": verdicts, "processes": processes})
+                 "workloads": found.per_workload, "verdicts": verdicts, "processes": processes, "pool": found.pool})
     return 0 if all_ok else 1
 
 
@@ -333,27 +334,41 @@ def print_table(per_workload: dict[str, list[dict[str, Any]]], verdicts: dict[st
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
 
 
-def process_levels(levels: list[float], turned_away: int | None) -> dict[str, Any] | None:
-    """The evaluation processes' launch levels (one per evaluation; NVIDIA only) and how many warm
-    processes the pool turned away for theirs: whether the runs' processes ran at one level."""
+def process_levels(levels: list[float]) -> dict[str, Any] | None:
+    """The evaluation processes' launch levels (one per evaluation; NVIDIA only): whether the runs'
+    processes ran at one level."""
     if not levels:
         return None
     ordered = sorted(levels)
-    found: dict[str, Any] = {"launch_levels_us": levels, "spread": ordered[-1] / ordered[0] - 1,
-                             "turned_away": turned_away}
+    found: dict[str, Any] = {"launch_levels_us": levels, "spread": ordered[-1] / ordered[0] - 1}
     found["line"] = (f"launch levels of the {len(levels)} evaluation processes: {ordered[0]:.3f} to "
                      f"{ordered[-1]:.3f} us (median {statistics.median(ordered):.3f}, spread "
-                     f"{found['spread'] * 100:.1f}%)"
-                     + (f"; the warm pool turned away {turned_away} process(es) for their level"
-                        if turned_away is not None else ""))
+                     f"{found['spread'] * 100:.1f}%)")
     return found
 
 
-def pool_turned_away() -> int | None:
-    """The default warm pool's count of processes turned away for their launch level (None: no pool)."""
+POOL_COUNTS = ("takes", "take_wait_s", "take_wait_max_s", "ending_wait_s", "turned_away")
+
+
+def pool_counts() -> dict[str, Any] | None:
+    """The default warm pool's counts since it started (``worker status``): processes handed out,
+    the seconds evaluations waited for a ready one and for the last one to end, and processes
+    turned away for their launch level.
+    None: no pool answered."""
     from sol_execbench.evaluate.parent.warm_pool import pool_status
 
-    return (pool_status(None) or {}).get("turned_away")
+    status = pool_status(None)
+    return {key: status.get(key) for key in POOL_COUNTS} if status else None
+
+
+def pool_line(pool: dict[str, Any] | None) -> str | None:
+    """What the warm pool's counts say of the runs' cost: a warm process turned away for its level
+    makes a later evaluation wait for the next."""
+    if not pool or pool.get("takes") is None:
+        return None
+    return (f"the warm pool handed out {pool['takes']} process(es); evaluations waited {pool['take_wait_s']:.1f} s "
+            f"in all for a ready one (longest {pool['take_wait_max_s']:.1f} s) and {pool['ending_wait_s']:.1f} s "
+            f"for the last one to end; it turned away {pool['turned_away']} process(es) for their launch level")
 
 
 def _write(path: Path | None, report: dict[str, Any]) -> None:

@@ -31,6 +31,11 @@ def test_evaluations_take_warm_processes_and_crashes_still_become_traces(warm_po
     assert [t.evaluation.status.value for t in crashed] == ["PASSED", "RUNTIME_ERROR", "PASSED"]
     assert "SIGSEGV" in crashed[1].evaluation.log
     assert "took the job from the warm pool" in "".join(logs)
+    from sol_execbench.evaluate.parent.warm_pool import pool_status
+
+    status = pool_status(None)  # both evaluations' waits for a warm process counted
+    assert status["takes"] >= 2 and 0.0 <= status["take_wait_max_s"] <= status["take_wait_s"]
+    assert status["ending_wait_s"] >= 0.0
 
 
 def test_a_different_startup_environment_starts_its_own_process(warm_pool, monkeypatch):
@@ -220,6 +225,7 @@ def test_a_take_waits_for_the_handed_child_that_is_ending(tmp_path):
         assert not reply["ok"]
         assert ending.poll() == 0  # the take went on only once the ending child was gone
         assert 0.4 < time.monotonic() - began < 5.0
+        assert server.takes.count == 0 and server.takes.ending_s > 0.4  # counted, though it handed none
     finally:
         ending.kill()
         ending.wait()

@@ -78,12 +78,11 @@ def test_a_row_keeps_the_log_of_a_run_that_did_not_pass_only():
     assert aa._row(passed)[0]["log"] == ""
 
 
-def test_the_processes_launch_levels_are_summarised_with_the_pool_s_rejections():
-    found = aa.process_levels([2.0, 2.1, 1.96], turned_away=4)
-    assert found["spread"] == 2.1 / 1.96 - 1 and found["turned_away"] == 4
-    assert "1.960 to 2.100 us" in found["line"] and "turned away 4" in found["line"]
-    assert "turned away" not in aa.process_levels([2.0], turned_away=None)["line"]
-    assert aa.process_levels([], turned_away=0) is None  # a CPU run: no level
+def test_the_processes_launch_levels_are_summarised():
+    found = aa.process_levels([2.0, 2.1, 1.96])
+    assert found["spread"] == 2.1 / 1.96 - 1
+    assert "3 evaluation processes: 1.960 to 2.100 us (median 2.000, spread 7.1%)" in found["line"]
+    assert aa.process_levels([]) is None  # a CPU run: no level
 
 
 def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_levels(tmp_path, capsys):
@@ -94,20 +93,28 @@ def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_leve
     found = aa.Collected(runs=3, warm=True, per_workload={
         "p/moved": [row(0.0250, 2.13), row(0.0263, 1.96), row(0.0251, 1.97)],
         "q/steady": [row(0.100, 1.95), row(0.100, 1.99), row(0.100, 2.00)]},
-        levels=[2.13, 1.95, 1.96, 1.99, 1.97, 2.00], turned_away=5)
+        levels=[2.13, 1.95, 1.96, 1.99, 1.97, 2.00],
+        pool={"takes": 6, "take_wait_s": 2.5, "take_wait_max_s": 1.5, "ending_wait_s": 0.1, "turned_away": 5})
     assert aa.report(tmp_path / "aa.json", found, began=0.0) == 1
     out = capsys.readouterr().out
     assert "the processes' launch levels 2.130 1.960 1.970 us" in out
     assert "launch levels of the 6 evaluation processes: 1.950 to 2.130 us" in out
-    assert "turned away 5 process(es)" in out
+    assert "handed out 6 process(es); evaluations waited 2.5 s in all for a ready one" in out and "turned away 5 process(es)" in out
     written = json.loads((tmp_path / "aa.json").read_text())
     assert len(written["processes"]["launch_levels_us"]) == 6 and not written["all_targets_met"]
+    assert written["pool"]["take_wait_s"] == 2.5
     assert written["verdicts"]["q/steady"]["ok"] and not written["verdicts"]["p/moved"]["ok"]
 
 
-def test_the_pool_s_rejections_are_read_from_worker_status_and_none_without_a_pool(monkeypatch, tmp_path):
+def test_the_pool_s_waits_and_rejections_are_said_and_nothing_without_a_pool(monkeypatch, tmp_path):
+    line = aa.pool_line({"takes": 51, "take_wait_s": 40.04, "take_wait_max_s": 3.26, "ending_wait_s": 1.23,
+                         "turned_away": 99})
+    assert line == ("the warm pool handed out 51 process(es); evaluations waited 40.0 s in all for a ready one "
+                    "(longest 3.3 s) and 1.2 s for the last one to end; it turned away 99 process(es) for their "
+                    "launch level")
+    assert aa.pool_line(None) is None and aa.pool_line({"takes": None}) is None  # no pool, or an older one
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no pool answers here
-    assert aa.pool_turned_away() is None
+    assert aa.pool_counts() is None
 
 
 def test_a_warm_run_uses_a_pool_of_its_environment_and_refuses_one_of_another(monkeypatch):

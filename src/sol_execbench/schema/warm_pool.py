@@ -31,6 +31,15 @@ class WorkerStatus(SchemaModel):
     """Processes that exited before they were warm, since the pool started, because their launch
     level (how fast their queued kernels run) was slower than the device's lowest (docs/timing.md);
     the pool started another for each. Always 0 off NVIDIA GPUs and with ``SOL_EXECBENCH_LAUNCH_LEVEL=0``."""
+    takes: Optional[NonNegativeInt] = None
+    """Evaluations handed a warm process since the pool started."""
+    take_wait_s: Optional[float] = None
+    """Seconds evaluations waited in all, since the pool started, for a warm process to be ready (one
+    still warming up, or replacing one turned away for its launch level), those that got none included."""
+    take_wait_max_s: Optional[float] = None
+    """The longest such wait."""
+    ending_wait_s: Optional[float] = None
+    """Seconds evaluations waited in all, before that, for the last evaluation's process to be gone."""
     front: Optional[bool] = None
     """A command-line process waits on ``front.sock`` (the default pool only: ``cli/warm_front.py``)."""
     fingerprint: Optional[str] = None

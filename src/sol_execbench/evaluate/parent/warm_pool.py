@@ -194,6 +194,7 @@ class PoolServer:
         self.cleanups: dict[int, tuple[int, str]] = {}  # handed pid -> (taker's pid, its staging folder)
         self.swept: set[int] = set()  # handed children that ended and whose session was killed
         self.turned_away = 0  # children that exited for their launch level (evaluate/launch_level.py)
+        self.takes = TakeWaits()  # how long evaluations waited for a warm child
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = False
@@ -294,12 +295,20 @@ class PoolServer:
     def _take(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("fingerprint") != self.fingerprint:
             return {"ok": False, "reason": "different start-up environment"}
-        deadline = time.monotonic() + float(request.get("wait_s", 20))
+        began = time.monotonic()
+        deadline = began + float(request.get("wait_s", 20))
         # The next evaluation starts once the last one's child is gone: it would see that child's
         # device context as another process on the GPU, and its teardown beside the timed calls.
-        ending_deadline = time.monotonic() + ENDING_WAIT_S
+        ending_deadline = began + ENDING_WAIT_S
         while self._ending() and time.monotonic() < ending_deadline:
             time.sleep(0.01)
+        ended = time.monotonic()
+        reply = self._hand_out(request, deadline)
+        with self.lock:
+            self.takes.add(ending_s=ended - began, ready_s=time.monotonic() - ended, handed=reply["ok"])
+        return reply
+
+    def _hand_out(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
         while time.monotonic() < deadline:
             with self.lock:
                 for item in list(self.waiting):
@@ -357,7 +366,10 @@ class PoolServer:
                                      warm=sum(os.path.exists(s) for _, s in self.waiting), handed_out=len(self.handed),
                                      forking=self.forks is not None and self.forks.usable,
                                      front=self.front is not None and front_socket_path().exists(),
-                                     turned_away=self.turned_away, fingerprint=self.fingerprint,
+                                     turned_away=self.turned_away, takes=self.takes.count,
+                                     take_wait_s=round(self.takes.ready_s, 3), take_wait_max_s=round(self.takes.ready_max_s, 3),
+                                     ending_wait_s=round(self.takes.ending_s, 3),
+                                     fingerprint=self.fingerprint,
                                      idle_timeout_s=self.idle_timeout_s).model_dump(exclude_none=True)
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
@@ -436,6 +448,25 @@ class PoolServer:
         if self.forks is not None:  # after the children it forked: it reports their ends
             self.forks.close()
         path.unlink(missing_ok=True)
+
+
+@dataclass
+class TakeWaits:
+    """Evaluations' requests for a warm child since the pool started: how many were answered with
+    one, the seconds they waited for the last evaluation's child to be gone, and those they waited
+    for a ready child (a child turned away for its launch level, or one still warming up, makes the
+    next evaluation wait)."""
+
+    count: int = 0
+    ending_s: float = 0.0
+    ready_s: float = 0.0
+    ready_max_s: float = 0.0
+
+    def add(self, ending_s: float, ready_s: float, handed: bool) -> None:
+        self.count += handed
+        self.ending_s += ending_s
+        self.ready_s += ready_s
+        self.ready_max_s = max(self.ready_max_s, ready_s)
 
 
 def _discard(proc: subprocess.Popen | ForkedChild, sock: str) -> None:
