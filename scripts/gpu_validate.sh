@@ -5,9 +5,10 @@
 #   FIDELITY_ARGS, OVERHEAD_ARGS, LAUNCH_ARGS, AA_ARGS: options for benchmarks/fidelity.py (e.g. --cases
 #   add_4k,gemm_256x4096x4096), eval_overhead.py (e.g. --only rmsnorm), launch_overhead.py and aa.py;
 #   LEVELS_ARGS for process_levels.py (e.g. --processes 8).
-#   parts: tests envprobe build_cache fidelity launch overhead aa profile levels (profile and levels are not
-#   in "all": the first is a diagnosis of where one evaluation of a 14-workload problem spends its time,
-#   parent and child; the second how far a call of small kernels moves between processes)
+#   parts: tests envprobe build_cache fidelity launch overhead aa profile levels aa_nolevel (the last three
+#   are not in "all": profile is a diagnosis of where one evaluation of a 14-workload problem spends its
+#   time, parent and child; levels how far a call of small kernels moves between processes; aa_nolevel
+#   the A/A with the warm pool's launch-level selection off, to set beside aa's)
 set -uo pipefail
 FINAL=${OUT:-/tmp/sol-out}
 WORK=$(mktemp -d /tmp/sol-validate.XXXX)
@@ -48,6 +49,12 @@ if want aa; then
   # aa.py --warm starts the warm pool in its evaluations' environment and stops it after them.
   step aa bash -c "python3 benchmarks/aa.py --warm ${AA_ARGS:-} --out '$FINAL/aa.json' > '$FINAL/aa.log' 2>&1"
   tail -45 "$FINAL/aa.log"
+fi
+if [[ " $parts " == *" aa_nolevel "* ]]; then
+  # The A/A with every warm process kept whatever its launch level: beside "aa" on the same machine,
+  # what the selection gains (device-set spreads) and costs (the pool's waits, the wall time).
+  step aa_nolevel bash -c "SOL_EXECBENCH_LAUNCH_LEVEL=0 python3 benchmarks/aa.py --warm ${AA_ARGS:-} --out '$FINAL/aa_nolevel.json' > '$FINAL/aa_nolevel.log' 2>&1"
+  tail -8 "$FINAL/aa_nolevel.log"
 fi
 if want overhead; then
   step overhead bash -c "python3 benchmarks/eval_overhead.py --phases --repeat ${REPEAT:-2} ${OVERHEAD_ARGS:-} ${UPSTREAM_PATH:+--upstream-path $UPSTREAM_PATH} --out '$FINAL/eval_overhead.json' > '$FINAL/eval_overhead.log' 2>&1"
