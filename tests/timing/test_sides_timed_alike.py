@@ -75,3 +75,28 @@ def test_the_solution_runs_the_same_harness_code_as_the_reference_inside_its_tim
     reference_code, solution_code = Counter(tracer.spans["reference"]), Counter(tracer.spans["solution"])
     assert len(reference_code) == 1 and reference_code == solution_code, (reference_code, solution_code)
     assert "_same_code.<locals>.run" in next(iter(solution_code))  # the tracer saw the side's own function
+
+
+def test_each_timed_call_s_result_is_let_go_before_the_next_call(cpu_device):
+    """A result still held while the next call allocates its outputs makes them take memory from
+    elsewhere (new pages on the CPU): in the order R S S R, which side pays depends on the round."""
+    import weakref
+
+    refs: list[weakref.ref] = []
+    held_at_start: list[int] = []
+
+    def run(x, y):
+        held_at_start.append(sum(ref() is not None for ref in refs))
+        out = x * y + 1.0
+        refs.append(weakref.ref(out))
+        return out
+
+    def values():
+        return [[torch.randn(64), torch.randn(64)]]
+
+    slots = WARMUP + 2 * ROUNDS + 2
+    solution = SideCalls("solution", run, FreshArgs(values(), slots=slots))
+    reference = SideCalls("reference", run, FreshArgs(values(), slots=slots))
+    measure(solution, reference, TimingPlan(warmup=WARMUP, rounds=ROUNDS, device=cpu_device, flusher=L2Flusher(cpu_device)))
+    timed = held_at_start[-2 * ROUNDS:]
+    assert len(timed) == 2 * ROUNDS and timed == [0] * len(timed), held_at_start

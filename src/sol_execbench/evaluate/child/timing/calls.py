@@ -104,6 +104,23 @@ class CallKeeper:
         else:
             self.kept = _clone_structure(result)
             self.returned = result
+            _rewarm(result)
+
+
+def _rewarm(value: Any) -> None:
+    """Allocate, touch and free memory the size of each CPU tensor in ``value``, which the keeper now
+    holds: the next call's outputs would otherwise find no freed memory of their size and take new
+    pages (on the CPU a page fault each 4 KiB: 0.7 ms for a 4 MiB output), charged to whichever side
+    calls next."""
+    if type(value) is torch.Tensor:
+        if value.device.type == "cpu":
+            torch.empty_like(value).zero_()
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _rewarm(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _rewarm(item)
 
 
 @dataclass
