@@ -114,7 +114,10 @@ def _rewarm(value: Any) -> None:
     calls next."""
     if type(value) is torch.Tensor:
         if value.device.type == "cpu":
-            torch.empty_like(value).zero_()
+            try:
+                torch.empty_like(value).zero_()
+            except (RuntimeError, MemoryError):  # no room for a second copy: the next call may take new pages
+                pass
     elif isinstance(value, (list, tuple)):
         for item in value:
             _rewarm(item)
