@@ -6,8 +6,9 @@ Problems: every conformance problem with a workload file (tests/data/conformance
 the bundled examples, and generated problems of single small kernels and of a dozen eager
 operators (``SYNTHETIC``). Each run is one CLI invocation per problem (a fresh evaluation process,
 or with ``--warm`` one from the default warm pool, which it starts in the evaluations' environment
-unless one answers, and refuses with exit 2 where one started in another answers). Prints per workload the speedup of every run with its
-interval, and the spread across runs; writes JSON; exits 0 when every target holds:
+unless one answers, and refuses with exit 2 where one started in another answers). Prints per
+workload the speedup of every run with its interval, and the spread across runs; writes JSON;
+exits 0 when every target holds:
 
 - in every run, every workload's A/A speedup within [0.95, 1.05];
 - its interval contains 1.00 for at least 95% of the workload-runs;

@@ -15,9 +15,9 @@ second-lowest of the last ``HISTORY`` probes (the lowest of them while there are
 that a floor exists before any child is kept (kept at once, they were as likely slow as not). A
 slower child exits with ``EXIT_SLOW_LAUNCH`` before it is warm and the pool starts another, unless
 the last ``MAX_REJECTED`` children were all turned away: then it stays, so that a device whose level
-rose for good still gets warm children. The probes are kept per device,
-driver and torch version in the tool's cache, written only by warm children before any job (a solution
-cannot reach the tool's cache). ``SOL_EXECBENCH_LAUNCH_LEVEL=0`` keeps every child.
+rose for good still gets warm children. The probes are kept per device, driver and torch version in
+the tool's cache, written only by warm children before any job (a solution cannot reach the tool's
+cache). ``SOL_EXECBENCH_LAUNCH_LEVEL=0`` keeps every child.
 
 A process started for one evaluation alone (no pool) runs at whatever level it got. Either way
 the evaluation's traces give the level (``evaluation.environment.launch_level_us``).

@@ -52,12 +52,18 @@ def _clone_structure(value: Any) -> Any:
 
     Only plain tensors are cloned; a foreign type is kept as is so the audit can name it.
     """
+    return _map_tensors(value, lambda tensor: tensor.detach().clone())
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``value`` with ``fn`` applied to each plain tensor in it (lists and tuples become lists,
+    dicts stay dicts; anything else is left as is)."""
     if type(value) is torch.Tensor:
-        return value.detach().clone()
+        return fn(value)
     if isinstance(value, (list, tuple)):
-        return [_clone_structure(v) for v in value]
+        return [_map_tensors(v, fn) for v in value]
     if isinstance(value, dict):
-        return {k: _clone_structure(v) for k, v in value.items()}
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
     return value
 
 
@@ -104,26 +110,19 @@ class CallKeeper:
         else:
             self.kept = _clone_structure(result)
             self.returned = result
-            _rewarm(result)
+            _map_tensors(result, _touch_memory_like)
 
 
-def _rewarm(value: Any) -> None:
-    """Allocate, touch and free memory the size of each CPU tensor in ``value``, which the keeper now
-    holds: the next call's outputs would otherwise find no freed memory of their size and take new
-    pages (on the CPU a page fault each 4 KiB: 0.7 ms for a 4 MiB output), charged to whichever side
-    calls next."""
-    if type(value) is torch.Tensor:
-        if value.device.type == "cpu":
-            try:
-                torch.empty_like(value).zero_()
-            except (RuntimeError, MemoryError):  # no room for a second copy: the next call may take new pages
-                pass
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _rewarm(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _rewarm(item)
+def _touch_memory_like(tensor: torch.Tensor) -> None:
+    """Allocate, touch and free memory the size of ``tensor`` (on the CPU), which a keeper now holds:
+    the next call's outputs would otherwise find no freed memory of their size and take new pages (a
+    page fault each 4 KiB: 0.7 ms for a 4 MiB output), charged to whichever side calls next."""
+    if tensor.device.type != "cpu":
+        return
+    try:
+        torch.empty_like(tensor).zero_()
+    except (RuntimeError, MemoryError):  # no room for a second copy: the next call may take new pages
+        pass
 
 
 @dataclass

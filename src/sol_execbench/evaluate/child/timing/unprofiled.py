@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .calls import flush, synchronize
+from .calls import SideCalls, flush, synchronize
 from .profiled import Cooldown, PassPlan, note_call
 
 FLOOR_SAMPLES = 21
@@ -87,7 +87,8 @@ def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
     return result
 
 
-def _timed_call(plan: PassPlan, round_index: int, side: Any, record: HostPass, cooldown: Cooldown) -> tuple[float, float]:
+def _timed_call(plan: PassPlan, round_index: int, side: SideCalls, record: HostPass,
+                cooldown: Cooldown) -> tuple[float, float]:
     """Round ``round_index``'s call of ``side``: its span and the host's wait for the device after
     it returned. Its arguments and result are let go before the next call: a result still held while
     the other side's call allocated its outputs made them take memory from elsewhere, new pages on
