@@ -44,6 +44,14 @@ PROCESS_HOST_SHIFT = 0.2
 # differences from means of runs of 26 rounds was 1.11 times (median) that from single rounds.
 # With the cap of HOST_ROUNDS_FACTOR passes (paired.py), a run is at most one pass's rounds.
 HOST_BLOCKS = 24
+# A percentile bootstrap over few rounds is too narrow: it reads the spread of the rounds as if it
+# were known (their variance over n, not n - 1) and draws normal tails where Student's t belongs;
+# over fewer than 6 rounds no resample reaches a 95% tail at all. Each resample's move of the log
+# speedup from the rounds (not its offsets or shift, which are not estimated from them) is widened
+# by sqrt(n / (n - 1)) t(n - 1) / z, n the fewest rounds of a pass that may move the speedup
+# (``small_sample_widening``): 9.2 for 2 rounds, 2.7 for 3, 1.22 for 10, 1.07 for 26 (a GPU pass of
+# the default 50 iterations), 1.02 for 100. Without it, identical code on the CPU read faster or
+# slower in 4 of 40 evaluations of 10 rounds (docs/validation.md).
 _BOOTSTRAP_SEED = 0x5E1  # fixed: the same rounds always give the same interval
 SE_RESAMPLES = 400  # for a standard error that decides whether to run more rounds, not for an interval
 
@@ -275,6 +283,51 @@ def _device_rows(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
     return _trimmed_rows(values[picks])
 
 
+def _t_two_sided_mass(t: float, dof: int) -> float:
+    """P(|T| <= t) for Student's t with ``dof`` degrees of freedom, from its finite series in
+    cos(theta), theta = atan(t / sqrt(dof)) (exact for whole degrees of freedom)."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if dof % 2 == 0:
+        for k in range(1, dof // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return math.sin(theta) * total
+    if dof == 1:
+        return 2 * theta / math.pi
+    for k in range(1, (dof - 1) // 2):
+        term *= c2 * (2 * k) / (2 * k + 1)
+        total += term
+    return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+
+
+def t_quantile(confidence: float, dof: int) -> float:
+    """The t such that P(|T| <= t) = ``confidence`` for Student's t with ``dof`` degrees of freedom."""
+    low, high = 0.0, 1.0
+    while _t_two_sided_mass(high, dof) < confidence:
+        low, high = high, high * 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_two_sided_mass(middle, dof) < confidence else (low, middle)
+    return (low + high) / 2
+
+
+def small_sample_widening(rounds: int, confidence: float = CONFIDENCE) -> float:
+    """How much wider than the percentile bootstrap's an interval over ``rounds`` paired rounds must
+    be: sqrt(n / (n - 1)) t(n - 1) / z at ``confidence`` (see ``_BOOTSTRAP_SEED``'s comment)."""
+    if rounds < 2:
+        return 1.0
+    z = _stats.NormalDist().inv_cdf((1 + confidence) / 2)
+    return math.sqrt(rounds / (rounds - 1)) * t_quantile(confidence, rounds - 1) / z
+
+
+def _fewest_rounds(reference: SideSpans, solution: SideSpans) -> int:
+    """The fewest rounds of a pass that may move the speedup: the host pass's, and the device passes'
+    of a side whose device time sets its latency."""
+    counts = [len(solution.host)] + [len(s.device) for s in (reference, solution) if device_sets_latency(s)]
+    return min(counts)
+
+
 def _host_picks(rng: np.random.Generator, rounds: int, resamples: int) -> np.ndarray:
     """Round numbers for ``resamples`` resamples of ``rounds`` host rounds: a moving-block
     bootstrap, each resample ``HOST_BLOCKS`` (or a few more) runs of ``rounds // HOST_BLOCKS``
@@ -287,13 +340,14 @@ def _host_picks(rng: np.random.Generator, rounds: int, resamples: int) -> np.nda
 
 
 def _resampled_latencies(side: SideSpans, device_picks: np.ndarray, host_picks: np.ndarray,
-                         offsets: np.ndarray) -> np.ndarray:
-    """``side_latency_ms`` of each resample, over arrays: the device time (NaN: none) and the host
-    time, each times its offset (``offsets``: device, host), the host time less the allowance where
-    larger; the host time without a device time."""
-    devices = _device_rows(side.device_array(), device_picks) * offsets[0]
-    hosts = _trimmed_rows(np.asarray(side.host, dtype=float)[host_picks]) * offsets[1]
-    return _latency_rows(devices, hosts, side.allowance_ms)
+                         offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``side_latency_ms`` of each resample, over arrays, from the rounds alone and with each time
+    multiplied by its offset (``offsets``: device, host): the device time (NaN: none), the host time
+    less the allowance where larger; the host time without a device time."""
+    devices = _device_rows(side.device_array(), device_picks)
+    hosts = _trimmed_rows(np.asarray(side.host, dtype=float)[host_picks])
+    return (_latency_rows(devices, hosts, side.allowance_ms),
+            _latency_rows(devices * offsets[0], hosts * offsets[1], side.allowance_ms))
 
 
 def _latencies_under_shift(side: SideSpans, factors: np.ndarray) -> np.ndarray:
@@ -336,8 +390,18 @@ def speedup_interval(reference: SideSpans, solution: SideSpans, confidence: floa
     host_picks = _host_picks(rng, rounds, resamples)
     spread = np.array([DEVICE_OFFSET, HOST_OFFSET])[None, :, None]
     offsets = np.exp(spread * rng.standard_normal((2, 2, resamples)))  # side, (device, host), resample
-    ratios = _ratio_rows(_resampled_latencies(reference, reference_device_picks, host_picks, offsets[1]),
-                         _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0]))
+    ref_rounds, ref_offset = _resampled_latencies(reference, reference_device_picks, host_picks, offsets[1])
+    sol_rounds, sol_offset = _resampled_latencies(solution, solution_device_picks, host_picks, offsets[0])
+    from_rounds = _ratio_rows(ref_rounds, sol_rounds)
+    # What the rounds leave is widened for their number (``small_sample_widening``); the offsets and
+    # the shift between processes are not estimated from the rounds and keep their own width.
+    if point > 0:
+        widening = small_sample_widening(_fewest_rounds(reference, solution), confidence)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            widened = point * (from_rounds / point) ** widening
+        ratios = widened * _ratio_rows(ref_offset, sol_offset) / from_rounds
+    else:
+        ratios = _ratio_rows(ref_offset, sol_offset)
     if process_shift > 0 and point > 0:
         factors = np.exp(process_shift * rng.standard_normal(resamples))
         ratios = ratios * _ratio_rows(_latencies_under_shift(reference, factors),
