@@ -20,7 +20,8 @@ RULE = (
     "side) this pass runs more rounds of both, and while the device rounds leave the "
     "speedup imprecise more device passes follow it (up to four in all) for the sides whose device time sets "
     "their latency. "
-    "A side's device time is the mean of its device spans without the lowest and highest fifth, its host time "
+    "A side's device time is the mean of its device spans without the lowest and highest fifth (at least one "
+    "each of three or more), its host time "
     "the same of its host spans; its latency is max(device time, host time - launch allowance), where the "
     f"launch allowance is one stated constant (timing.launch_allowance_us, {LAUNCH_ALLOWANCE_US:g} us by default), "
     "and on the CPU the host time alone. "
@@ -31,6 +32,7 @@ RULE = (
     "of both passes (many host rounds drawn as runs of consecutive rounds) that also draws an offset of each "
     "side's device time and of its host time (0.5% standard deviation each, the offsets identical code shows "
     "within one process) and a shift of both sides' host times together (20% standard deviation, how far host "
-    "times move between processes), and the verdict is faster or slower only when the whole interval lies above "
+    "times move between processes), what the rounds contribute widened for their number (sqrt(n/(n-1)) t(n-1)/z, "
+    "n the fewest rounds of a pass that may move the speedup), and the verdict is faster or slower only when the whole interval lies above "
     "or below 1."
 )
