@@ -244,6 +244,26 @@ def test_timing_rounds_writes_every_timed_call_of_each_workload(problem: Path, m
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_timing_rounds_in_a_folder_the_sandbox_would_refuse_are_written(problem: Path, tmp_path: Path, monkeypatch):
+    """A folder outside /dev/shm and the run (here under the test's temporary folder, not made yet):
+    the run's sandbox lets the child write there, as it does --dump-failures."""
+    monkeypatch.setenv("SOL_EXECBENCH_TIMING_ROUNDS", str(tmp_path / "rounds" / "deeper"))
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32", "--json")
+    assert result.exit_code == 0, result.output
+    trace = next(json.loads(line) for line in result.stdout.splitlines() if line.startswith("{"))
+    assert trace["evaluation"]["status"] == "PASSED", trace["evaluation"]["log"]
+    assert len(list((tmp_path / "rounds" / "deeper").glob("*.json"))) == 1
+
+
+def test_timing_rounds_in_a_folder_that_cannot_be_made_is_exit_2(problem: Path, tmp_path: Path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SOL_EXECBENCH_TIMING_ROUNDS", str(tmp_path / "a-file" / "rounds"))
+    result = invoke(str(problem), "--config", str(problem / "light.json"), "--only", "w1-32")
+    assert result.exit_code == 2
+    assert "SOL_EXECBENCH_TIMING_ROUNDS=" in result.output and "cannot be made" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_child_profile_is_written_outside_the_sandbox(problem: Path, tmp_path: Path, monkeypatch):
     """SOL_EXECBENCH_CHILD_PROFILE names a file outside the staging directory, which the sandboxed
     child may not open for writing: it is opened before the job starts."""

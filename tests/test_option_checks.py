@@ -66,3 +66,10 @@ def test_a_reference_returning_nan_is_invalid_reference():
     traces = evaluate(NAN_REFERENCE, workloads(8), solution(ADD), LIGHT_CONFIG, device="cpu")
     assert traces[0].evaluation.status.value == "INVALID_REFERENCE"
     assert "NaN" in traces[0].evaluation.log
+
+
+def test_a_timing_rounds_folder_that_cannot_be_made_is_refused_by_the_api(tmp_path: Path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SOL_EXECBENCH_TIMING_ROUNDS", str(tmp_path / "a-file" / "rounds"))
+    with pytest.raises(ValueError, match="SOL_EXECBENCH_TIMING_ROUNDS=.*cannot be made"):
+        evaluate(add_definition(), workloads(8), solution(ADD), LIGHT_CONFIG)

@@ -118,6 +118,7 @@ def evaluate_command(problem_dir, definition, workload, solution, config_path, c
     if lock_clocks:
         problem.config.lock_clocks = True
     isolation_mode = _check_isolation(isolation, err)
+    _check_timing_rounds(err)
     for message in problem.warnings:
         err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
@@ -190,6 +191,17 @@ def _diagnostics(problem, options, traces, profile: str, profile_calls: int, sta
     for line in run_diagnostics(problem.definition, problem.workloads, problem.solution, problem.config, options,
                                 traces, wanted):
         err.print(line, highlight=False, markup=False)
+
+
+def _check_timing_rounds(err: Console) -> None:
+    """``SOL_EXECBENCH_TIMING_ROUNDS`` naming a folder that cannot be made: exit 2 with one line."""
+    from sol_execbench.evaluate.parent.option_checks import timing_rounds_dir
+
+    try:
+        timing_rounds_dir()
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
 
 
 def _check_isolation(isolation: str, err: Console):

@@ -34,10 +34,11 @@ class RunFolders:
         return [*self.private, *self.devices]
 
     @classmethod
-    def of_run(cls, staging: Path, dump_dir: str | None) -> "RunFolders":
+    def of_run(cls, staging: Path, dump_dir: str | None, rounds_dir: str | None = None) -> "RunFolders":
         """An evaluation's folders: its staging folder (the solution's temp folder and JIT caches
-        live in it) and ``--dump-failures``. The parent plans with them, the child enforces them."""
-        return cls(private=(staging, *([Path(dump_dir)] if dump_dir else [])))
+        live in it), ``--dump-failures`` and ``SOL_EXECBENCH_TIMING_ROUNDS``'s folder, both named by
+        the user for the harness's own output. The parent plans with them, the child enforces them."""
+        return cls(private=(staging, *(Path(d) for d in (dump_dir, rounds_dir) if d)))
 
 
 def allowed_mechanisms() -> list[str]:

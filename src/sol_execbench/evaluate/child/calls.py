@@ -49,6 +49,7 @@ class Context:
     build: BuildRecord
     integrity: guards.IntegritySnapshot
     dump_dir: Path | None = None
+    rounds_dir: Path | None = None  # SOL_EXECBENCH_TIMING_ROUNDS: each workload's timed calls written there
     flusher: Any = None  # timing.L2Flusher, made on first use
     jit_pending: bool = True
     warnings: list[str] = field(default_factory=list)

@@ -73,7 +73,7 @@ def enter(job: dict[str, Any], staging: Path) -> Confinement:
     is loaded). Raises IsolationRefused under ``--isolation strict`` when none could be enforced."""
     isolation = job.get("isolation") or {}
     mode = IsolationMode(isolation.get("mode", IsolationMode.AUTO.value))
-    folders = RunFolders.of_run(staging, job.get("dump_dir"))
+    folders = RunFolders.of_run(staging, job.get("dump_dir"), job.get("rounds_dir"))
     for folder in folders.private:  # a folder made after the restriction could not be written
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -216,6 +216,7 @@ def run_job(job: dict[str, Any], channel: Any) -> None:
                   dps=solution.spec.destination_passing_style, reference_fn=reference.run, custom_inputs_fn=custom,
                   config=config, device=device, staging_dir=staging, environment=environment, build=build,
                   integrity=integrity, dump_dir=Path(job["dump_dir"]) if job.get("dump_dir") else None,
+                  rounds_dir=Path(job["rounds_dir"]) if job.get("rounds_dir") else None,
                   warnings=list(job.get("warnings", [])) + clock_notes, watch=watch,
                   clocks=clocks, guard_outputs=bool(job.get("guard_outputs", True)), device_hold=device_hold)
     _phase("solution loaded")

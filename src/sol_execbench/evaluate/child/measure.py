@@ -32,9 +32,6 @@ from .timing import (FreshArgs, L2Flusher, PairedMeasurement, SideCalls, SideFai
 # The SM clock's fall over one measurement worth a warning: on an H100, loops whose clock fell by 8
 # to 23% (power cap) read a 350 us GEMM 3 to 23% slow; a cool loop's clock moved by about 4%.
 CLOCK_FALL_WARN = 0.10
-# A folder: every workload's timed calls written there as TimingRounds JSON, for statistics of
-# one's own (docs/configuration.md). /dev/shm is writable inside the sandbox.
-ROUNDS_ENV = "SOL_EXECBENCH_TIMING_ROUNDS"
 
 
 def clock_warning(sm_clock_mhz: tuple[float, ...]) -> str | None:
@@ -73,7 +70,7 @@ def side_rounds(side: SideMeasurement) -> SideRounds:
                       latency_ms=side.latency_ms)
 
 
-def write_rounds(folder: str, definition: str, workload: str, paired: PairedMeasurement,
+def write_rounds(folder: Path, definition: str, workload: str, paired: PairedMeasurement,
                  interval: SpeedupInterval | None) -> None:
     """``<folder>/<definition>__<workload>__<pid>.json``: the workload's timed calls (``TimingRounds``)."""
     sides = [paired.reference, paired.solution] if paired.reference is not None else [paired.solution]
@@ -144,8 +141,11 @@ def measure_workload(ctx: Context, workload: Workload, blobs: dict[str, torch.Te
                                                 confidence=paired.speedup.confidence, verdict=paired.speedup.verdict,
                                                 rounds=paired.speedup.rounds)
         perf.reference_peak_memory_bytes = _peak_bytes(ctx, reference) if reference is not None else None
-    if folder := os.environ.get(ROUNDS_ENV):
-        write_rounds(folder, ctx.definition.name, workload.uuid, paired, perf.speedup_interval)
+    if ctx.rounds_dir is not None:
+        try:
+            write_rounds(ctx.rounds_dir, ctx.definition.name, workload.uuid, paired, perf.speedup_interval)
+        except OSError as error:  # a diagnostic output (a full disk): the measurement stands without it
+            notes.append(f"the timed calls were not written to {ctx.rounds_dir} ({error.strerror})")
     return perf, notes
 
 

@@ -4,9 +4,29 @@ into exit 2) and for the Python ``evaluate()`` (which raises it): same rules, sa
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 NO_LIMIT = "none"  # --memory-limit none: no host memory limit
+# A folder: every workload's timed calls written there as TimingRounds JSON, for statistics of one's
+# own (docs/configuration.md). The run's sandbox lets the child write there.
+TIMING_ROUNDS_ENV = "SOL_EXECBENCH_TIMING_ROUNDS"
+
+
+def timing_rounds_dir() -> Path | None:
+    """``SOL_EXECBENCH_TIMING_ROUNDS`` as an absolute folder, made where missing (the sandbox grants
+    only folders that exist); None where unset. Raises ValueError where it cannot be made."""
+    raw = os.environ.get(TIMING_ROUNDS_ENV)
+    if not raw:
+        return None
+    folder = Path(raw).expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{TIMING_ROUNDS_ENV}={raw}: the folder cannot be made ({exc.strerror}): name a folder "
+                         "this user can write, or unset it") from None
+    return folder
 
 
 def check_seconds(value: Any, flag: str) -> float:
@@ -64,3 +84,4 @@ def check_options(options: dict[str, Any]) -> None:
         check_device(options["device"])
     if "child_prefix" in options or "child_env" in options:
         check_launcher(options.get("child_prefix", []), options.get("child_env", {}))
+    timing_rounds_dir()

@@ -27,6 +27,7 @@ from sol_execbench.schema import (BenchmarkConfig, Definition, DeviceRecord, Env
 from .. import triton_launchers
 from .child_env import CHILD_STDERR_LOG, CHILD_STDOUT_LOG
 from .early_child import EarlyChild
+from .option_checks import timing_rounds_dir
 from .process import STAGING_CLEANUP_ENV, ChildRun, describe_exit, exit_record, run_child, tail
 from .sanitize import run_sanitizer
 
@@ -200,11 +201,11 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
                                            f"is '{os.environ.get(CLOCKS_LOCKED_ENV, '')}', expected '1'; with it set, "
                                            "the clocks are also measured under load)")
         return
-    from sol_execbench.sandbox import IsolationRefused, RunFolders, plan
+    from sol_execbench.sandbox import IsolationRefused, plan
 
     opts.isolation = IsolationMode(opts.isolation)  # the API may pass "strict", "auto", "off"
     try:
-        state.isolation = plan(opts.isolation, RunFolders.of_run(staging, str(opts.dump_failures) if opts.dump_failures else None))
+        state.isolation = plan(opts.isolation, _run_folders(opts, staging))
     except IsolationRefused as exc:
         for w in workloads:
             state.fail(w, S.RUNTIME_ERROR, str(exc))
@@ -234,6 +235,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
         "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None,
+        "rounds_dir": _rounds_dir(opts),
         "warnings": [*opts.warnings, *outcome.warnings], "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
@@ -346,10 +348,28 @@ def _run_children(state: _State, workloads: list[Workload], job: dict[str, Any],
 
 def _sandbox_wrapper(state: _State, staging: Path) -> list[str] | None:
     """bubblewrap's command prefix when that is the planned sandbox (Landlock is entered by the child)."""
-    from sol_execbench.sandbox import RunFolders, wrapper_for
+    from sol_execbench.sandbox import wrapper_for
 
-    dump = str(state.options.dump_failures) if state.options.dump_failures else None
-    return wrapper_for(state.isolation, RunFolders.of_run(staging, dump)) if state.isolation else None
+    return wrapper_for(state.isolation, _run_folders(state.options, staging)) if state.isolation else None
+
+
+def _run_folders(opts: EvalOptions, staging: Path):
+    """What the run's sandbox lets the child write (``RunFolders.of_run``)."""
+    from sol_execbench.sandbox import RunFolders
+
+    return RunFolders.of_run(staging, str(opts.dump_failures) if opts.dump_failures else None, _rounds_dir(opts))
+
+
+def _rounds_dir(opts: EvalOptions) -> str | None:
+    """``SOL_EXECBENCH_TIMING_ROUNDS``'s folder, made; where it cannot be made, a warning in every
+    trace and no rounds written (the command line and ``evaluate()`` refuse it before this)."""
+    try:
+        folder = timing_rounds_dir()
+    except ValueError as exc:
+        if str(exc) not in opts.warnings:
+            opts.warnings.append(str(exc))
+        return None
+    return str(folder) if folder is not None else None
 
 
 def _read_from(path: Path, offset: int) -> str:

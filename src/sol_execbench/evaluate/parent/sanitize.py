@@ -46,7 +46,7 @@ def sanitize_job(job: dict[str, Any]) -> dict[str, Any]:
     # No guard bands: an output must be an allocation of its own exact size for memcheck to see a
     # write past its end (a canary band would absorb it). No sandbox: compute-sanitizer's injection
     # reports through files and sockets outside the run (under Landlock it ran and reported nothing).
-    return {**job, "config": config, "dump_dir": None, "guard_outputs": False, "isolation": {"mode": "off"}}
+    return {**job, "config": config, "dump_dir": None, "rounds_dir": None, "guard_outputs": False, "isolation": {"mode": "off"}}
 
 
 def _segments(log: str, starts: list[tuple[str, int]]) -> dict[str, str]:
