@@ -12,7 +12,7 @@ from .rule import host_set, side_latency_ms
 
 CONFIDENCE = 0.95
 # A side's device time and its host time are each the mean of that pass's spans with this share cut
-# from each end (``trimmed_mean``), and at least one span from each end of three or more.
+# from each end (``trimmed_mean``).
 TRIM = 0.2
 RESAMPLES = 2000
 # Relative standard deviation of an offset between the device times of two sides within one
@@ -82,16 +82,8 @@ def summarize(values: list[float]) -> Summary:
     return Summary(n, _stats.median(ordered), _stats.fmean(ordered), std, iqr, ordered[0], ordered[-1])
 
 
-def trim_count(n: int) -> int:
-    """Spans cut from each end of ``n`` for ``trimmed_mean``: a fifth (``TRIM``), and one of three or
-    four, so that one slow call (preempted, faulting on new pages) does not set a side's time over
-    the few rounds of a short run: 3 rounds on the CPU (``examples/cpu_config.json``), a device pass
-    of calls too long for more."""
-    return max(int(n * TRIM), 1 if n >= 3 else 0)
-
-
 def trimmed_mean(spans: list[float] | tuple[float, ...]) -> float:
-    """The mean of the spans less the lowest and highest fifth (``trim_count``).
+    """The mean of the spans less the lowest and highest fifth (``TRIM``).
 
     Host spans have a long upper tail (preemption, interrupts) that a mean would follow; a median,
     robust too, wastes most rounds: over the same recorded rounds on an H100 the trimmed mean held
@@ -99,7 +91,7 @@ def trimmed_mean(spans: list[float] | tuple[float, ...]) -> float:
     of a kernel of a few microseconds fall on the records' steps (about 32 ns): their median moves
     by half a step or a whole one as the rounds fall, the trimmed mean by the share that changed."""
     ordered = sorted(spans)
-    cut = trim_count(len(ordered))
+    cut = int(len(ordered) * TRIM)
     return _stats.fmean(ordered[cut:len(ordered) - cut])
 
 
@@ -117,10 +109,10 @@ def _trimmed_rows(drawn: np.ndarray) -> np.ndarray:
     width = drawn.shape[1]
     missing = np.isnan(ordered[:, -1])  # NaN sorts last
     if not missing.any():
-        cut = trim_count(width)
+        cut = int(width * TRIM)
         return ordered[:, cut:width - cut].mean(axis=1, dtype=np.float64)
     counts = np.sum(~np.isnan(ordered), axis=1)
-    cuts = np.maximum((counts * TRIM).astype(np.int64), np.where(counts >= 3, 1, 0))
+    cuts = (counts * TRIM).astype(np.int64)
     sums = np.zeros((len(ordered), width + 1))
     np.cumsum(np.nan_to_num(ordered), axis=1, dtype=np.float64, out=sums[:, 1:])
     rows, kept = np.arange(len(ordered)), counts - 2 * cuts
@@ -174,9 +166,7 @@ def _winsorised_deviations(host: tuple[float, ...]) -> np.ndarray:
     fifths set to the nearest span kept), less their mean, over 1 - 2 x the cut share."""
     spans = np.asarray(host, dtype=float)
     ordered = np.sort(spans)
-    n, cut = spans.size, trim_count(spans.size)
-    if n - 2 * cut < 2:  # the median of three: winsorised, every round would read as no influence
-        cut = 0
+    n, cut = spans.size, int(spans.size * TRIM)
     winsorised = np.clip(spans, ordered[cut], ordered[n - cut - 1])
     return (winsorised - winsorised.mean()) / (1 - 2 * cut / n)
 
