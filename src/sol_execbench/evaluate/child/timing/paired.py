@@ -238,6 +238,8 @@ def _warm_up(sides: tuple[SideCalls, ...], plan: TimingPlan) -> None:
         if side.warm_args is not None:
             # re-used below and in priming while the other side writes the pools the sides share
             side.warm_args = private_copy(side.warm_args)
+    for side in sides:
+        side.touch_output_memory()
     phase(f"    {plan.warmup} warm-up call(s) per side")
     last = _last_end.get(plan.device.torch_device)
     if plan.device.is_gpu and not (last is not None and began - last < WARM_DEVICE_GAP_S):
