@@ -19,8 +19,10 @@ exits 0 when every target holds:
 A device-set latency that misses is shown beside the reference's spread and the speedup's: one that
 moved with the reference's while the speedup held within 3% is a level both sides met in that
 process (``shared_level``), still a miss. After the table: the evaluation processes' launch levels
-(NVIDIA, ``evaluation.environment.launch_level_us``) and, with ``--warm``, the warm pool's counts:
-processes handed out, the seconds evaluations waited for them, processes turned away for their level.
+(NVIDIA, ``evaluation.environment.launch_level_us``), with ``--warm`` the warm pool's counts
+(processes handed out, the seconds evaluations waited for them, processes turned away for their
+level), and how many workload runs had another process on the GPU around their timed calls
+(``evaluation.environment.clocks.other_processes``).
 """
 
 from __future__ import annotations
@@ -181,6 +183,8 @@ def _row(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "host_time_ms": sol.get("host_time_ms", sol.get("host_median_ms")),
             "warnings": ev.get("warnings") or [],  # e.g. other processes on the GPU
             "launch_level_us": (ev.get("environment") or {}).get("launch_level_us"),  # the process's (NVIDIA)
+            # pids of other processes the driver listed on the GPU around the timed calls
+            "other_processes": ((ev.get("environment") or {}).get("clocks") or {}).get("other_processes") or [],
             # why a run did not pass (the verdict's log), so that a miss can be told from a harness fault
             "log": (ev.get("log") or "")[:LOG_CHARS] if ev["status"] != "PASSED" else ""}, trace["workload"]["uuid"]
 
@@ -296,7 +300,10 @@ def report(out: Path | None, found: Collected, began: float) -> int:
     share = covered / total if total else 0.0
     print_table(found.per_workload, verdicts)
     processes = process_levels(found.levels)
-    for line in (processes or {}).get("line"), pool_line(found.pool):
+    shared = sum(bool(r.get("other_processes")) for runs in found.per_workload.values() for r in runs)
+    rows = sum(len(runs) for runs in found.per_workload.values())
+    shared_line = f"workload runs with another process on the GPU around their timed calls: {shared} of {rows}"
+    for line in (processes or {}).get("line"), pool_line(found.pool), shared_line:
         if line:
             print(line)
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
@@ -305,7 +312,8 @@ def report(out: Path | None, found: Collected, began: float) -> int:
           f"(device-set latencies that moved with the reference's while the speedup held: "
           f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
     _write(out, {"runs": found.runs, "warm": found.warm, "interval_share": share, "all_targets_met": all_ok,
-                 "workloads": found.per_workload, "verdicts": verdicts, "processes": processes, "pool": found.pool})
+                 "workloads": found.per_workload, "verdicts": verdicts, "processes": processes, "pool": found.pool,
+                 "runs_beside_other_processes": shared})
     return 0 if all_ok else 1
 
 

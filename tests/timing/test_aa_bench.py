@@ -87,11 +87,12 @@ def test_the_processes_launch_levels_are_summarised():
 
 def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_levels(tmp_path, capsys):
     # a shared-level miss prints its own runs' levels; the summary still counts all six processes
-    def row(latency_ms, level):
-        return dict(_run(1.0, latency_ms, False, reference_ms=latency_ms), launch_level_us=level, warnings=[])
+    def row(latency_ms, level, others=()):
+        return dict(_run(1.0, latency_ms, False, reference_ms=latency_ms), launch_level_us=level, warnings=[],
+                    other_processes=list(others))
 
     found = aa.Collected(runs=3, warm=True, per_workload={
-        "p/moved": [row(0.0250, 2.13), row(0.0263, 1.96), row(0.0251, 1.97)],
+        "p/moved": [row(0.0250, 2.13, [1337]), row(0.0263, 1.96), row(0.0251, 1.97)],
         "q/steady": [row(0.100, 1.95), row(0.100, 1.99), row(0.100, 2.00)]},
         levels=[2.13, 1.95, 1.96, 1.99, 1.97, 2.00],
         pool={"takes": 6, "take_wait_s": 2.5, "take_wait_max_s": 1.5, "ending_wait_s": 0.1, "turned_away": 5})
@@ -103,6 +104,7 @@ def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_leve
     written = json.loads((tmp_path / "aa.json").read_text())
     assert len(written["processes"]["launch_levels_us"]) == 6 and not written["all_targets_met"]
     assert written["pool"]["take_wait_s"] == 2.5
+    assert "another process on the GPU around their timed calls: 1 of 6" in out and written["runs_beside_other_processes"] == 1
     assert written["verdicts"]["q/steady"]["ok"] and not written["verdicts"]["p/moved"]["ok"]
 
 
