@@ -131,3 +131,32 @@ def test_the_first_timed_call_finds_memory_for_its_outputs(cpu_device):
     measure(solution, reference, TimingPlan(warmup=warmup, rounds=rounds, device=cpu_device, flusher=L2Flusher(cpu_device)))
     timed = faults[-2 * rounds:]
     assert timed[0][0] == "reference" and timed[0][1] <= max(n for _, n in timed[1:]) + 64, faults
+
+
+def test_on_the_cpu_the_reference_settles_before_the_pass_it_opens(cpu_device):
+    """After the floor's loop of synchronisations the first timed call ran long (a 2 us add: 4.6 us
+    against 2.4), and on the CPU that call is always the reference's: one untimed call of the
+    reference, on its warm-up arguments, comes right before it. None of the solution: a repeat of
+    its warm-up arguments would let a cache answer it."""
+    calls: list[tuple[str, int]] = []
+
+    def recorded(name):
+        def run(x, y):
+            calls.append((name, x.data_ptr()))
+            return x + y
+        return run
+
+    def values():
+        return [[torch.randn(64), torch.randn(64)]]
+
+    rounds, warmup = 3, 1
+    slots = warmup + 2 * rounds + 2
+    solution = SideCalls("solution", recorded("solution"), FreshArgs(values(), slots=slots))
+    reference = SideCalls("reference", recorded("reference"), FreshArgs(values(), slots=slots))
+    m = measure(solution, reference, TimingPlan(warmup=warmup, rounds=rounds, device=cpu_device, flusher=L2Flusher(cpu_device)))
+    assert len(m.reference.host_ms) == len(m.solution.host_ms) == rounds
+    names = [name for name, _ in calls]
+    assert names.count("solution") == warmup + rounds and names.count("reference") == warmup + 1 + rounds
+    settle, first_timed = calls[-2 * rounds - 1], calls[-2 * rounds]
+    assert settle[0] == first_timed[0] == "reference"
+    assert settle[1] not in {pointer for _, pointer in calls[-2 * rounds:]}  # the warm-up's own copy
