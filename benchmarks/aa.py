@@ -21,8 +21,9 @@ moved with the reference's while the speedup held within 3% is a level both side
 process (``shared_level``), still a miss. After the table: the evaluation processes' launch levels
 (NVIDIA, ``evaluation.environment.launch_level_us``), with ``--warm`` the warm pool's counts
 (processes handed out, the seconds evaluations waited for them, processes turned away for their
-level), and how many workload runs had another process on the GPU around their timed calls
-(``evaluation.environment.clocks.other_processes``).
+level), how many workload runs had another process on the GPU around their timed calls
+(``evaluation.environment.clocks.other_processes``), and per kind of workload (device-set,
+host-set or mixed) the median and largest spread across runs and how many missed.
 """
 
 from __future__ import annotations
@@ -300,10 +301,11 @@ def report(out: Path | None, found: Collected, began: float) -> int:
     share = covered / total if total else 0.0
     print_table(found.per_workload, verdicts)
     processes = process_levels(found.levels)
+    spreads = spread_summary(verdicts)
     shared = sum(bool(r.get("other_processes")) for runs in found.per_workload.values() for r in runs)
     rows = sum(len(runs) for runs in found.per_workload.values())
     shared_line = f"workload runs with another process on the GPU around their timed calls: {shared} of {rows}"
-    for line in (processes or {}).get("line"), pool_line(found.pool), shared_line:
+    for line in (processes or {}).get("line"), pool_line(found.pool), shared_line, *(v["line"] for v in spreads.values()):
         if line:
             print(line)
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
@@ -313,7 +315,8 @@ def report(out: Path | None, found: Collected, began: float) -> int:
           f"{sum(bool(v.get('shared_level')) for v in verdicts.values())}); {time.time() - began:.0f} s")
     _write(out, {"runs": found.runs, "warm": found.warm, "interval_share": share, "all_targets_met": all_ok,
                  "workloads": found.per_workload, "verdicts": verdicts, "processes": processes, "pool": found.pool,
-                 "runs_beside_other_processes": shared})
+                 "runs_beside_other_processes": shared,
+                 "spreads": {k: {key: v[key] for key in v if key != "line"} for k, v in spreads.items()}})
     return 0 if all_ok else 1
 
 
@@ -341,6 +344,25 @@ def print_table(per_workload: dict[str, list[dict[str, Any]]], verdicts: dict[st
                     print(f"    run {number}: {warning[:150]}")
                 if run.get("log"):
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
+
+
+def spread_summary(verdicts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kind of workload, what its target measures across runs (``judge``'s spread): the device-set
+    latencies' and the host-set or mixed speedups' median and largest spread, and how many missed
+    that target; to set two A/As of different settings side by side."""
+    kinds = {"dev": "device-set latencies", "host": "host-set and mixed speedups"}
+    found: dict[str, dict[str, Any]] = {}
+    for kind, what in kinds.items():
+        judged = [v for v in verdicts.values() if "spread" in v and (v["setter"] == "dev") == (kind == "dev")]
+        if not judged:
+            continue
+        values = sorted(v["spread"] for v in judged)
+        missed = sum(not v["steady"] for v in judged)
+        found[kind] = {"workloads": len(values), "median": statistics.median(values), "largest": values[-1],
+                       "missed": missed,
+                       "line": f"{what} across runs ({len(values)} workloads): median spread "
+                               f"{statistics.median(values) * 100:.2f}%, largest {values[-1] * 100:.2f}%, {missed} missed"}
+    return found
 
 
 def process_levels(levels: list[float]) -> dict[str, Any] | None:

@@ -105,6 +105,9 @@ def test_the_report_summarises_every_evaluation_process_beside_a_miss_s_own_leve
     assert len(written["processes"]["launch_levels_us"]) == 6 and not written["all_targets_met"]
     assert written["pool"]["take_wait_s"] == 2.5
     assert "another process on the GPU around their timed calls: 1 of 6" in out and written["runs_beside_other_processes"] == 1
+    assert "device-set latencies across runs (2 workloads): median spread" in out and "1 missed" in out
+    assert written["spreads"]["dev"]["workloads"] == 2 and written["spreads"]["dev"]["missed"] == 1
+    assert written["spreads"]["dev"]["largest"] == pytest.approx(0.0013 / 0.0251)
     assert written["verdicts"]["q/steady"]["ok"] and not written["verdicts"]["p/moved"]["ok"]
 
 
