@@ -305,7 +305,7 @@ def report(out: Path | None, found: Collected, began: float) -> int:
     shared = sum(bool(r.get("other_processes")) for runs in found.per_workload.values() for r in runs)
     rows = sum(len(runs) for runs in found.per_workload.values())
     shared_line = f"workload runs with another process on the GPU around their timed calls: {shared} of {rows}"
-    for line in (processes or {}).get("line"), pool_line(found.pool), shared_line, *(v["line"] for v in spreads.values()):
+    for line in (processes or {}).get("line"), pool_line(found.pool), shared_line, *map(spread_line, spreads.items()):
         if line:
             print(line)
     all_ok = all(v["ok"] for v in verdicts.values()) and share >= INTERVAL_SHARE and bool(verdicts)
@@ -316,7 +316,7 @@ def report(out: Path | None, found: Collected, began: float) -> int:
     _write(out, {"runs": found.runs, "warm": found.warm, "interval_share": share, "all_targets_met": all_ok,
                  "workloads": found.per_workload, "verdicts": verdicts, "processes": processes, "pool": found.pool,
                  "runs_beside_other_processes": shared,
-                 "spreads": {k: {key: v[key] for key in v if key != "line"} for k, v in spreads.items()}})
+                 "spreads": spreads})
     return 0 if all_ok else 1
 
 
@@ -346,23 +346,27 @@ def print_table(per_workload: dict[str, list[dict[str, Any]]], verdicts: dict[st
                     print(f"    run {number} {run['status']}: {run['log'][:600]}")
 
 
+SPREAD_KINDS = {"dev": "device-set latencies", "host": "host-set and mixed speedups"}
+
+
 def spread_summary(verdicts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per kind of workload, what its target measures across runs (``judge``'s spread): the device-set
-    latencies' and the host-set or mixed speedups' median and largest spread, and how many missed
-    that target; to set two A/As of different settings side by side."""
-    kinds = {"dev": "device-set latencies", "host": "host-set and mixed speedups"}
+    """Per kind of workload (``SPREAD_KINDS``), what its target measures across runs (``judge``'s
+    spread): median and largest, and how many missed that target; to set two A/As of different
+    settings side by side."""
     found: dict[str, dict[str, Any]] = {}
-    for kind, what in kinds.items():
+    for kind in SPREAD_KINDS:
         judged = [v for v in verdicts.values() if "spread" in v and (v["setter"] == "dev") == (kind == "dev")]
-        if not judged:
-            continue
-        values = sorted(v["spread"] for v in judged)
-        missed = sum(not v["steady"] for v in judged)
-        found[kind] = {"workloads": len(values), "median": statistics.median(values), "largest": values[-1],
-                       "missed": missed,
-                       "line": f"{what} across runs ({len(values)} workloads): median spread "
-                               f"{statistics.median(values) * 100:.2f}%, largest {values[-1] * 100:.2f}%, {missed} missed"}
+        if judged:
+            values = sorted(v["spread"] for v in judged)
+            found[kind] = {"workloads": len(values), "median": statistics.median(values), "largest": values[-1],
+                           "missed": sum(not v["steady"] for v in judged)}
     return found
+
+
+def spread_line(item: tuple[str, dict[str, Any]]) -> str:
+    kind, s = item
+    return (f"{SPREAD_KINDS[kind]} across runs ({s['workloads']} workloads): median spread {s['median'] * 100:.2f}%, "
+            f"largest {s['largest'] * 100:.2f}%, {s['missed']} missed")
 
 
 def process_levels(levels: list[float]) -> dict[str, Any] | None:

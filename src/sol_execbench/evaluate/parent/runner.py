@@ -104,6 +104,7 @@ class _State:
     device: DeviceRecord | None = None
     sanitizer: dict[str, SanitizerReport] = field(default_factory=dict)
     isolation: IsolationRecord | None = None  # the sandbox planned for the children
+    rounds_dir: str | None = None  # SOL_EXECBENCH_TIMING_ROUNDS's folder, made (``_rounds_dir``)
     # Traces arrive on the channel's reader thread as the child reports them; the main thread adds
     # the failures after the child has gone.
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -204,8 +205,9 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
     from sol_execbench.sandbox import IsolationRefused, plan
 
     opts.isolation = IsolationMode(opts.isolation)  # the API may pass "strict", "auto", "off"
+    state.rounds_dir = _rounds_dir(opts)
     try:
-        state.isolation = plan(opts.isolation, _run_folders(opts, staging))
+        state.isolation = plan(opts.isolation, _run_folders(state, staging))
     except IsolationRefused as exc:
         for w in workloads:
             state.fail(w, S.RUNTIME_ERROR, str(exc))
@@ -235,7 +237,7 @@ def _run(state: _State, workloads: list[Workload], config: BenchmarkConfig, stag
         "definition": state.definition.model_dump(mode="json"), "solution": state.solution.model_dump(mode="json"),
         "config": config.model_dump(mode="json"), "device": opts.device, "staging_dir": str(staging),
         "dump_dir": str(opts.dump_failures.resolve()) if opts.dump_failures else None,
-        "rounds_dir": _rounds_dir(opts),
+        "rounds_dir": state.rounds_dir,
         "warnings": [*opts.warnings, *outcome.warnings], "build_time_s": outcome.build_time_s if outcome.build_time_s else None,
         "build_cached": outcome.cached, "build_artifacts": outcome.artifacts,
         "isolation": {"mode": opts.isolation.value, "record": state.isolation.model_dump(mode="json")},
@@ -350,14 +352,15 @@ def _sandbox_wrapper(state: _State, staging: Path) -> list[str] | None:
     """bubblewrap's command prefix when that is the planned sandbox (Landlock is entered by the child)."""
     from sol_execbench.sandbox import wrapper_for
 
-    return wrapper_for(state.isolation, _run_folders(state.options, staging)) if state.isolation else None
+    return wrapper_for(state.isolation, _run_folders(state, staging)) if state.isolation else None
 
 
-def _run_folders(opts: EvalOptions, staging: Path):
+def _run_folders(state: _State, staging: Path):
     """What the run's sandbox lets the child write (``RunFolders.of_run``)."""
     from sol_execbench.sandbox import RunFolders
 
-    return RunFolders.of_run(staging, str(opts.dump_failures) if opts.dump_failures else None, _rounds_dir(opts))
+    dump = state.options.dump_failures
+    return RunFolders.of_run(staging, str(dump) if dump else None, state.rounds_dir)
 
 
 def _rounds_dir(opts: EvalOptions) -> str | None:
@@ -366,8 +369,7 @@ def _rounds_dir(opts: EvalOptions) -> str | None:
     try:
         folder = timing_rounds_dir()
     except ValueError as exc:
-        if str(exc) not in opts.warnings:
-            opts.warnings.append(str(exc))
+        opts.warnings.append(str(exc))
         return None
     return str(folder) if folder is not None else None
 

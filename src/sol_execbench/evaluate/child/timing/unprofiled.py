@@ -85,11 +85,10 @@ def _settle_the_reference(plan: PassPlan) -> None:
 def host_pass(plan: PassPlan, into: HostPass | None = None) -> HostPass:
     """The rounds of ``plan`` without a profiler; appended to ``into`` (same floor) when given,
     else after ``_wake`` and the floor (and on the CPU ``_settle_the_reference``)."""
-    if into is None:
+    result = into
+    if result is None:
         _wake(plan)
-    result = into if into is not None else HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides},
-                                                    {s.name: [] for s in plan.sides})
-    if into is None:
+        result = HostPass(sync_floor_ms(plan.device), {s.name: [] for s in plan.sides}, {s.name: [] for s in plan.sides})
         _settle_the_reference(plan)
     cooldown = Cooldown(plan.cooldown)
     for r, _, side in plan.schedule():
